@@ -1,0 +1,131 @@
+"""The envelope kept forever, the forgettable body, and the hash chain that binds them.
+
+An envelope holds only structural facts about an event; everything that may carry user
+content is in the body. The envelope commits to the body with ``sha256(body)`` where
+the stored body is ``salt ‖ payload`` and the salt is 16 random bytes: once a body is
+erased, its commitment cannot be used to guess the content back.
+
+The chain is ``hash(n) = sha256(hash(n-1) ‖ envelope_bytes(n))`` from ``hash(0)`` = 32
+zero bytes, over the exact stored envelope bytes, so any edit, reorder or removal of an
+envelope changes every later link.
+"""
+
+from __future__ import annotations
+
+from hashlib import sha256
+from typing import NewType
+from uuid import UUID
+
+import msgspec
+
+__all__ = [
+    "GENESIS",
+    "MAX_BODY_BYTES",
+    "SALT_BYTES",
+    "Digest",
+    "Envelope",
+    "Position",
+    "StreamId",
+    "chain_link",
+    "decode_envelope",
+    "encode_envelope",
+    "pos_key",
+    "stream_id_of",
+    "stream_key",
+]
+
+Position = NewType("Position", int)
+Digest = NewType("Digest", bytes)
+StreamId = UUID | str
+
+#: Largest payload a single event may carry (1 MiB). Larger content belongs elsewhere,
+#: cited by digest; the limit keeps one event from stalling every reader and sync.
+MAX_BODY_BYTES = 1 << 20
+SALT_BYTES = 16
+GENESIS = Digest(bytes(32))
+#: LMDB refuses keys over 511 bytes; a stream key is 1 tag + 2 length + id + 8 version.
+MAX_STREAM_ID_BYTES = 400
+
+
+class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """What the ledger keeps about an event forever.
+
+    Attributes:
+        position: gap-free place in the log, assigned at append.
+        event_id: the publisher's idempotency id (16 bytes), or empty when none.
+        stream: the stream id in its key form (see :func:`stream_key`).
+        version: the event's version within its stream.
+        type: the event type (for our own events, the catalogue tag).
+        recorded_at: ledger clock, nanoseconds since the Unix epoch.
+        occurred_at: publisher clock, nanoseconds since the Unix epoch.
+        actor: who or what wrote it (agent, policy, user).
+        principal: whose data the body is; erasure by principal keys on this.
+        session: the agent session it came from, or empty.
+        scope: a project digest, ``global``, or empty.
+        schema: the body's schema version.
+        commitment: ``sha256(salt ‖ payload)`` of the stored body.
+    """
+
+    position: int
+    event_id: bytes
+    stream: bytes
+    version: int
+    type: str
+    recorded_at: int
+    occurred_at: int
+    actor: str
+    principal: str
+    session: str
+    scope: str
+    schema: int
+    commitment: bytes
+
+    @property
+    def stream_id(self) -> StreamId:
+        """The stream id as it was given: a UUID or a string."""
+        return stream_id_of(self.stream)
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Envelope)
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    """Return the canonical stored bytes of an envelope."""
+    return _encoder.encode(envelope)
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    """Decode stored envelope bytes."""
+    return _decoder.decode(data)
+
+
+def chain_link(previous: bytes, envelope_bytes: bytes) -> Digest:
+    """Return the chain hash of an envelope given the hash before it."""
+    return Digest(sha256(previous + envelope_bytes).digest())
+
+
+def pos_key(position: int) -> bytes:
+    """Return the LMDB key of a position: 8 bytes big-endian, so keys sort by position."""
+    return position.to_bytes(8, "big")
+
+
+def stream_id_of(key: bytes) -> StreamId:
+    """Turn a stream key back into the id that was given: a UUID or a string."""
+    return UUID(bytes=key[3:19]) if key[0] == 1 else key[3:].decode()
+
+
+def stream_key(stream: StreamId, version: int | None = None) -> bytes:
+    """Return the index key of a stream, or of one version in it.
+
+    The key is a type tag, a 2-byte length and the id, so no id is a prefix of
+    another; the version is offset by 2**63 so that negative versions sort first.
+    """
+    if isinstance(stream, UUID):
+        raw = b"\x01\x00\x10" + stream.bytes
+    else:
+        encoded = stream.encode()
+        raw = b"\x02" + len(encoded).to_bytes(2, "big") + encoded
+    if version is None:
+        return raw
+    return raw + (version + (1 << 63)).to_bytes(8, "big")

@@ -1,0 +1,81 @@
+"""Errors raised by the ledger: one root, facts as attributes, messages that say what to do.
+
+Persistence failures subclass eventsourcing's PEP 249 family so that code written
+against eventsourcing catches them unchanged.
+"""
+
+from __future__ import annotations
+
+from eventsourcing.persistence import DataError, IntegrityError, ProgrammingError
+
+__all__ = [
+    "BodyTooLargeError",
+    "IdempotencyConflictError",
+    "InvalidEventError",
+    "LedgerConfigError",
+    "LessonLedgerError",
+    "StreamConflictError",
+]
+
+
+class LessonLedgerError(Exception):
+    """Root of every error lessonledger raises on purpose."""
+
+
+class LedgerConfigError(LessonLedgerError, ProgrammingError):
+    """A ledger setting is missing or malformed."""
+
+
+class InvalidEventError(LessonLedgerError, DataError, ValueError):
+    """An event submitted to the ledger is malformed; nothing was written.
+
+    Attributes:
+        field: the JSON path of the offending field (``$.event.text``), or ``$`` when
+            the problem is the whole input.
+    """
+
+    def __init__(self, message: str, field: str = "$") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class BodyTooLargeError(InvalidEventError):
+    """An event body exceeds the documented size limit; nothing was written."""
+
+    def __init__(self, size: int, limit: int, field: str = "$") -> None:
+        msg = (
+            f"event body is {size} bytes, over the limit of {limit} bytes at {field}; "
+            "store large content elsewhere and cite it by digest"
+        )
+        super().__init__(msg, field)
+        self.size = size
+        self.limit = limit
+
+
+class StreamConflictError(LessonLedgerError, IntegrityError):
+    """A stream version was already taken: the writer acted on a stale view.
+
+    Nothing of the batch was written. Re-read the stream and decide again.
+    """
+
+    def __init__(self, stream: object, version: int) -> None:
+        msg = (
+            f"stream {stream} already has version {version}; "
+            "another writer got there first: re-read the stream and retry"
+        )
+        super().__init__(msg)
+        self.stream = stream
+        self.version = version
+
+
+class IdempotencyConflictError(LessonLedgerError, IntegrityError):
+    """An event id was reused for a different event; nothing of the batch was written."""
+
+    def __init__(self, event_id: bytes, position: int) -> None:
+        msg = (
+            f"event id {event_id.hex()} was already used at position {position} for a "
+            "different stream, version or type; use a fresh id for a new event"
+        )
+        super().__init__(msg)
+        self.event_id = event_id
+        self.position = position

@@ -1,0 +1,47 @@
+"""Session checks and shared fixtures.
+
+Tests run against the installed ``lessonledger``; the first thing a session does is make
+sure that install matches this checkout, so nobody tests stale code by mistake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBPACKAGES = ("ledger", "projections", "commands", "sync", "ops")
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None, max_examples=50)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _digests(top: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(top)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for sub in SUBPACKAGES
+        for p in sorted((top / sub).rglob("*"))
+        if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
+    }
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import lessonledger.ledger
+
+    installed = Path(lessonledger.ledger.__file__).resolve().parent.parent
+    if _digests(installed) != _digests(ROOT):
+        pytest.exit("installed lessonledger is stale: run `pip install --no-deps .`", returncode=2)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[str]:
+    """A fresh ledger home directory."""
+    yield str(tmp_path / "home")
