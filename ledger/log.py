@@ -262,6 +262,29 @@ class EventLog:
                 has_body = bodies.next()
             yield envelope_bytes, (bodies.value() if has_body and bodies.key() == pkey else None)
 
+    def raw(self, start: int = 1) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
+        """Yield ``(position, envelope, body, chain link)`` as stored, from ``start`` on.
+
+        For verification and sync, which must see the exact stored bytes. Reads in
+        short transactions, so a long walk never pins old pages.
+        """
+        key = pos_key(max(start, 1))
+        while True:
+            with self._env.begin() as txn:
+                cursor = txn.cursor(db=self._envelopes)
+                if not cursor.set_range(key):
+                    return
+                count = 0
+                for key, envelope in cursor:
+                    yield (int.from_bytes(key, "big"), envelope,
+                           txn.get(key, db=self._bodies), txn.get(key, db=self._chain))
+                    count += 1
+                    if count == _READ_CHUNK:
+                        break
+                else:
+                    return
+            key = pos_key(int.from_bytes(key, "big") + 1)
+
     def stream(
         self,
         stream: StreamId,

@@ -1,10 +1,183 @@
-"""The lessonledger command line."""
+"""The ``lessonledger`` command line.
+
+Every query takes ``--json``. Bad input prints one line saying what is wrong and what to
+do, and exits with code 2; a ledger that fails verification exits with code 1.
+"""
 
 from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import msgspec
+
+from lessonledger.ledger.errors import LessonLedgerError
+from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.verify import verify
+from lessonledger.ops.config import HOME_ENV, default_home, open_log
+from lessonledger.ops.render import record_json, record_line
 
 __all__ = ["main"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line."""
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            msg = f"expected a whole number of at least {minimum}, got {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def _progress(label: str) -> Callable[[int, int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{label}: {done:,}/{total:,}{end}")
+
+    return show
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    with open_log(args.home, create=True) as log:
+        print(f"ledger home ready at {args.home} (last position {log.head()})")
     return 0
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    with open_log(args.home) as log:
+        for record in log.read(args.start, limit=args.limit):
+            if args.json:
+                _print_json(record_json(record))
+            else:
+                print(record_line(record))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    with open_log(args.home) as log:
+        report = verify(log, progress=_progress("verify"))
+    if args.json:
+        _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
+    else:
+        for problem in report.problems:
+            print(f"position {problem.position}: {problem.kind}: {problem.detail}")
+        erased = f", {len(report.erased)} bodies erased" if report.erased else ""
+        verdict = "ok" if report.ok else f"DAMAGED at position {report.problems[0].position}"
+        print(f"verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
+    return 0 if report.ok else 1
+
+
+def _stats(log: EventLog, home: Path) -> dict[str, object]:
+    types: collections.Counter[str] = collections.Counter()
+    erased = 0
+    for record in log.scan():
+        types[record.envelope.type] += 1
+        erased += record.payload is None
+    size = sum(p.stat().st_size for p in home.glob("*.mdb"))
+    return {"home": str(home), "head": log.head(), "events_by_type": dict(types),
+            "erased_bodies": erased, "file_bytes": size, "fsync": log.home.sync}
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with open_log(args.home) as log:
+        stats = _stats(log, args.home)
+    if args.json:
+        _print_json(stats)
+    else:
+        print(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
+        print(f"events    {stats['head']:,}   erased bodies {stats['erased_bodies']:,}")
+        print(f"on disk   {stats['file_bytes']:,} bytes")
+        for kind, count in sorted(stats["events_by_type"].items()):  # type: ignore[attr-defined]
+            print(f"  {kind:<22}{count:>10,}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from lessonledger.ops.demo import run_demo
+
+    return run_demo(args.home)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_append
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    result = bench_append.run(events=args.events, replay_events=args.replay_events, progress=say)
+    if args.json:
+        _print_json(result)
+    else:
+        for key, value in result.items():
+            print(f"{key:<28}{value}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lessonledger", description=(
+        "An event-sourced memory ledger: agents record outcomes and lessons; "
+        "every write is an immutable, hash-chained event."))
+    parser.add_argument("--home", type=Path, default=None, help=(
+        f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger)"))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
+    sub.add_parser("init", help="create a ledger home").set_defaults(run=_cmd_init)
+    log = sub.add_parser("log", help="list events as an auditor sees them: envelope and body")
+    log.add_argument("--from", dest="start", type=_count(1), default=1, metavar="N",
+                     help="first position to show (default 1)")
+    log.add_argument("--limit", type=_count(0), default=None, metavar="N", help="show at most N events")
+    log.add_argument("--json", action="store_true", help="one JSON object per line")
+    log.set_defaults(run=_cmd_log)
+    check = sub.add_parser("verify", help="recompute the hash chain and body commitments")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.set_defaults(run=_cmd_verify)
+    stats = sub.add_parser("stats", help="counts by event type, erased bodies, size on disk")
+    stats.add_argument("--json", action="store_true", help="print as JSON")
+    stats.set_defaults(run=_cmd_stats)
+    sub.add_parser("demo", help="record a small agent story and show it").set_defaults(
+        run=_cmd_demo)
+    bench = sub.add_parser("bench", help="measure against baselines in the same run")
+    which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
+                                 parser_class=_Parser)
+    append = which.add_parser("append", help=(
+        "durable appends and replay vs raw LMDB, eventsourcing SQLite and POPO"))
+    append.add_argument("--events", type=_count(100), default=20_000, help="events per append run")
+    append.add_argument("--replay-events", type=_count(100), default=100_000, help="events to replay")
+    append.add_argument("--json", action="store_true", help="print one JSON object")
+    append.set_defaults(run=_cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.home = args.home or default_home()
+    try:
+        return int(args.run(args))
+    except LessonLedgerError as e:
+        print(f"lessonledger: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

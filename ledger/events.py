@@ -1,0 +1,287 @@
+"""The event catalogue: every fact lessonledger records, as frozen, tagged msgspec Structs.
+
+A stored event's type is its tag and its body is the msgpack of the Struct, tag
+included, so a body decodes by itself into the right class. Tags are stable forever:
+schemas evolve only by adding fields with defaults at the end; a changed meaning gets a
+new event type, never a reused tag.
+
+Bounds (``Meta``) make the decoder refuse oversized or malformed input with the path of
+the offending field, before anything reaches the log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta, Struct
+
+__all__ = [
+    "EVENT_TYPES",
+    "AnyEvent",
+    "ConsumerDeclared",
+    "DeltaApproved",
+    "DeltaArchived",
+    "DeltaProposed",
+    "DeltaRejected",
+    "EnvironmentChanged",
+    "Erased",
+    "FactLearned",
+    "LessonConfirmed",
+    "LessonContradicted",
+    "LessonDemoted",
+    "LessonPromoted",
+    "LessonProposed",
+    "LessonRecalled",
+    "LessonSuperseded",
+    "OutcomeObserved",
+    "Operation",
+    "SectionAnchor",
+    "SkillBaseRegistered",
+    "decode_event",
+    "encode_event",
+]
+
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Key = Annotated[str, Meta(min_length=1, max_length=512)]
+Text = Annotated[str, Meta(max_length=8192)]
+#: A project digest (hex) or the literal ``global``.
+Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})$")]
+Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
+Ids = Annotated[list[UUID], Meta(max_length=1000)]
+
+Signal = Literal["verification", "user_correction", "undo", "accepted", "tool"]
+LessonKind = Literal["prefer", "avoid", "do"]
+Source = Literal["loop", "extractor", "model", "user"]
+Derivation = Literal["direct", "hypothesis"]
+Longevity = Literal["tentative", "ongoing", "durable", "explicit"]
+SupersedeReason = Literal["replaced", "decayed", "cap", "expired", "retired:user"]
+
+
+class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
+    """Base of every catalogue event; the tag lives in the ``type`` field."""
+
+
+class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One operation an agent tried during a task.
+
+    Attributes:
+        op: the operation key (for example ``pytest:run``).
+        target: the target key, relative to the project (a digest or a named kind).
+        ok: whether it succeeded.
+        error: a short error signature when it failed.
+        order: its place in the task, from 0.
+    """
+
+    op: Key
+    target: Key
+    ok: bool
+    error: Annotated[str, Meta(max_length=1024)] = ""
+    order: Annotated[int, Meta(ge=0)] = 0
+
+
+class OutcomeObserved(_Event, kw_only=True, tag="outcome.observed"):
+    """A task ended; what was tried, how it was judged, and what was in front of the agent."""
+
+    outcome_id: UUID
+    project: Scope
+    task: Text = ""
+    passed: bool
+    signal: Signal
+    operations: Annotated[list[Operation], Meta(max_length=500)] = []
+    in_play: Ids = []
+
+
+class LessonProposed(_Event, kw_only=True, tag="lesson.proposed"):
+    """A lesson enters the ledger, with the outcomes that support it."""
+
+    lesson_id: UUID
+    text: Annotated[str, Meta(min_length=1, max_length=2000)]
+    kind: LessonKind
+    avoid_op: Annotated[str, Meta(max_length=512)] = ""
+    prefer_op: Annotated[str, Meta(max_length=512)] = ""
+    target: Key
+    scope: Scope
+    source: Source
+    derivation: Derivation = "direct"
+    longevity: Longevity = "ongoing"
+    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    evidence: Ids = []
+    confidence: Confidence = 0.5
+    supersedes: UUID | None = None
+
+
+class LessonConfirmed(_Event, kw_only=True, tag="lesson.confirmed"):
+    """An attributed outcome supports the lesson."""
+
+    lesson_id: UUID
+    outcome_id: UUID
+    project: Scope
+
+
+class LessonContradicted(_Event, kw_only=True, tag="lesson.contradicted"):
+    """An attributed outcome refutes the lesson."""
+
+    lesson_id: UUID
+    outcome_id: UUID
+    project: Scope
+
+
+class LessonPromoted(_Event, kw_only=True, tag="lesson.promoted"):
+    """The lesson's scope moves to global: a second distinct project confirmed it."""
+
+    lesson_id: UUID
+    projects: Annotated[list[Scope], Meta(min_length=2, max_length=64)]
+    merged: Ids = []
+
+
+class LessonDemoted(_Event, kw_only=True, tag="lesson.demoted"):
+    """A global lesson contradicted from a third project returns to one project."""
+
+    lesson_id: UUID
+    to_scope: Scope
+    outcome_id: UUID | None = None
+
+
+class LessonSuperseded(_Event, kw_only=True, tag="lesson.superseded"):
+    """The lesson leaves the active set: replaced, decayed, capped, expired or retired."""
+
+    lesson_id: UUID
+    reason: SupersedeReason
+    by: UUID | None = None
+
+
+class LessonRecalled(_Event, kw_only=True, tag="lesson.recalled"):
+    """Lessons were put in front of an agent: moves the usage clock, never the evidence clock."""
+
+    lesson_ids: Ids
+    project: Scope
+    query: Text = ""
+
+
+class EnvironmentChanged(_Event, kw_only=True, tag="environment.changed"):
+    """A component of a scope's environment fingerprint changed."""
+
+    scope: Scope
+    component: Name
+    old: Annotated[str, Meta(max_length=512)] = ""
+    new: Annotated[str, Meta(max_length=512)]
+
+
+class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A section of an authored skill: its slug and the digest of its text."""
+
+    slug: Name
+    digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+
+
+class SkillBaseRegistered(_Event, kw_only=True, tag="skill.registered"):
+    """An authored skill's identity, version, body digest and section anchors."""
+
+    skill: Name
+    root: Key
+    version: Name
+    body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+    anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
+
+
+class DeltaProposed(_Event, kw_only=True, tag="delta.proposed"):
+    """A learned adjustment to a skill section, staged until approved."""
+
+    delta_id: UUID
+    skill: Name
+    root: Key
+    anchor: Name
+    tier: Annotated[int, Meta(ge=0, le=2)]
+    kind: Name
+    payload: Text
+    provenance: Name
+    scope: Scope
+
+
+class DeltaApproved(_Event, kw_only=True, tag="delta.approved"):
+    """A staged delta becomes active."""
+
+    delta_id: UUID
+    by: Name
+
+
+class DeltaRejected(_Event, kw_only=True, tag="delta.rejected"):
+    """A staged delta is refused."""
+
+    delta_id: UUID
+    by: Name
+    reason: Text = ""
+
+
+class DeltaArchived(_Event, kw_only=True, tag="delta.archived"):
+    """An active delta is reverted; kept in history."""
+
+    delta_id: UUID
+    by: Name
+    reason: Text = ""
+
+
+class FactLearned(_Event, kw_only=True, tag="fact.learned"):
+    """A tier-0 learned value."""
+
+    fact_id: UUID
+    key: Key
+    value: Text
+    scope: Scope
+
+
+class ConsumerDeclared(_Event, kw_only=True, tag="fact.consumer"):
+    """A tool declares that it reads a fact key."""
+
+    key: Key
+    tool: Name
+
+
+class Erased(_Event, kw_only=True, tag="erasure.erased"):
+    """Content was erased for good: what, by whom and why, never the content itself."""
+
+    what: Literal["principal", "session", "lesson", "outcome"]
+    subject: Key
+    by: Name
+    reason: Text
+
+
+AnyEvent = (
+    OutcomeObserved
+    | LessonProposed
+    | LessonConfirmed
+    | LessonContradicted
+    | LessonPromoted
+    | LessonDemoted
+    | LessonSuperseded
+    | LessonRecalled
+    | EnvironmentChanged
+    | SkillBaseRegistered
+    | DeltaProposed
+    | DeltaApproved
+    | DeltaRejected
+    | DeltaArchived
+    | FactLearned
+    | ConsumerDeclared
+    | Erased
+)
+
+#: Every catalogue tag, which is also the event's stored type.
+EVENT_TYPES: frozenset[str] = frozenset(
+    cls.__struct_config__.tag for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+)
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(AnyEvent)
+
+
+def encode_event(event: AnyEvent) -> bytes:
+    """Return the body bytes of a catalogue event."""
+    return _encoder.encode(event)
+
+
+def decode_event(body: bytes) -> AnyEvent:
+    """Decode body bytes into their catalogue event."""
+    return _decoder.decode(body)

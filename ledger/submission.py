@@ -1,0 +1,130 @@
+"""Events as publishers submit them: parsed strictly, refused with the path of what is wrong.
+
+This is the ledger's door for bytes from outside (a publisher's JSON, a peer's frame).
+Everything is checked before anything is written: shape and types by the typed decoder,
+bounds by the catalogue's ``Meta``, size by :data:`MAX_BODY_BYTES`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta, Struct
+
+from lessonledger.ledger.envelope import MAX_BODY_BYTES
+from lessonledger.ledger.errors import BodyTooLargeError, InvalidEventError
+from lessonledger.ledger.events import AnyEvent, encode_event
+from lessonledger.ledger.log import NewEvent
+
+__all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission", "to_new_event"]
+
+#: Largest submission accepted as bytes: one maximal body plus room for the envelope.
+MAX_SUBMISSION_BYTES = MAX_BODY_BYTES + (64 << 10)
+
+Label = Annotated[str, Meta(max_length=200)]
+
+
+class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An event with the envelope fields its publisher chooses.
+
+    Attributes:
+        event_id: the idempotency id; resubmitting it is a no-op.
+        stream: the stream the event belongs to.
+        version: its version in the stream; a taken version is a conflict.
+        occurred_at: when it happened, by the publisher's clock (with a time zone).
+        actor: who wrote it.
+        principal: whose data it is.
+        session: the agent session, if any.
+        event: the catalogue event itself (its ``type`` field picks the class).
+    """
+
+    event_id: UUID
+    stream: UUID
+    version: Annotated[int, Meta(ge=0, lt=1 << 62)]
+    occurred_at: datetime
+    actor: Annotated[str, Meta(min_length=1, max_length=200)]
+    principal: Label = ""
+    session: Label = ""
+    event: AnyEvent
+
+    def __post_init__(self) -> None:
+        if self.occurred_at.tzinfo is None:
+            msg = "occurred_at needs a time zone (for example a trailing Z)"
+            raise ValueError(msg)
+
+
+_decoder = msgspec.json.Decoder(Submission)
+_PATH = re.compile(r" - at `(\$[^`]*)`$")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+
+
+def parse_submission(data: bytes | str) -> Submission:
+    """Parse one JSON submission.
+
+    Raises:
+        InvalidEventError: with ``field`` set to the JSON path of the problem.
+        BodyTooLargeError: the input is over :data:`MAX_SUBMISSION_BYTES`.
+    """
+    if len(data) > MAX_SUBMISSION_BYTES:
+        raise BodyTooLargeError(len(data), MAX_SUBMISSION_BYTES, "$")
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError as e:
+        match = _PATH.search(str(e))
+        field = match.group(1) if match else "$"
+        missing = _MISSING.search(str(e))
+        if missing:
+            field = f"{field}.{missing.group(1)}"
+        msg = f"invalid event: {e}; fix the field and resubmit"
+        raise InvalidEventError(msg, field) from e
+
+
+def new_event(
+    event: AnyEvent,
+    *,
+    stream: UUID,
+    version: int,
+    event_id: UUID,
+    actor: str,
+    principal: str = "",
+    session: str = "",
+    occurred_at: int = 0,
+) -> NewEvent:
+    """Turn a catalogue event and its envelope fields into something the log appends.
+
+    Raises:
+        BodyTooLargeError: the encoded event is over :data:`MAX_BODY_BYTES`.
+    """
+    body = encode_event(event)
+    if len(body) > MAX_BODY_BYTES:
+        raise BodyTooLargeError(len(body), MAX_BODY_BYTES, "$.event")
+    return NewEvent(
+        stream=stream,
+        version=version,
+        type=event.__struct_config__.tag,  # type: ignore[arg-type]
+        payload=body,
+        event_id=event_id.bytes,
+        occurred_at=occurred_at,
+        actor=actor,
+        principal=principal,
+        session=session,
+        scope=str(getattr(event, "scope", "") or getattr(event, "project", "")),
+    )
+
+
+def to_new_event(submission: Submission) -> NewEvent:
+    """Turn a parsed submission into something the log appends."""
+    return new_event(
+        submission.event,
+        stream=submission.stream,
+        version=submission.version,
+        event_id=submission.event_id,
+        actor=submission.actor,
+        principal=submission.principal,
+        session=submission.session,
+        occurred_at=int(submission.occurred_at.timestamp() * 1_000_000) * 1000,
+    )

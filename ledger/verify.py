@@ -1,0 +1,110 @@
+"""Recompute the hash chain and every body commitment, and name what does not match.
+
+An absent body is reported as erased, not as damage: erasure deletes bodies on purpose
+and leaves envelopes and chain intact, so the rest of the history still verifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from hashlib import sha256
+from typing import Literal
+
+import msgspec
+
+from lessonledger.ledger.envelope import GENESIS, decode_envelope
+from lessonledger.ledger.log import EventLog
+
+__all__ = ["Finding", "VerifyReport", "verify"]
+
+_PROGRESS_EVERY = 8192
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """One thing that does not verify.
+
+    Attributes:
+        position: where it is.
+        kind: ``envelope`` (envelope or its chain link altered), ``body`` (body does not
+            match its commitment), ``missing`` (a position has no envelope).
+        detail: what was found, in words.
+    """
+
+    position: int
+    kind: Literal["envelope", "body", "missing"]
+    detail: str
+
+
+class VerifyReport(msgspec.Struct):
+    """What verification found.
+
+    Attributes:
+        head: the last position the log has assigned.
+        checked: how many envelopes were checked.
+        erased: positions whose bodies were erased (not damage).
+        problems: everything that failed, in position order.
+    """
+
+    head: int
+    checked: int = 0
+    erased: list[int] = msgspec.field(default_factory=list)
+    problems: list[Finding] = msgspec.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is damaged (erased bodies are fine)."""
+        return not self.problems
+
+
+def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Check every envelope's chain link and every present body's commitment.
+
+    Args:
+        log: the log to check.
+        progress: called as ``progress(done, total)`` every few thousand events.
+    """
+    report = VerifyReport(head=log.head())
+    previous = GENESIS
+    expected = 1
+    for position, envelope_bytes, body, link in log.raw():
+        if position > expected:
+            report.problems.extend(
+                Finding(p, "missing", "no envelope at this position")
+                for p in range(expected, position)
+            )
+        expected = position + 1
+        report.checked += 1
+        recomputed = sha256(previous + envelope_bytes).digest()
+        if link is None or recomputed != link:
+            report.problems.append(
+                Finding(position, "envelope", "envelope or its chain link was altered")
+            )
+        previous = link if link is not None else recomputed
+        _check_body(report, position, envelope_bytes, body)
+        if progress is not None and report.checked % _PROGRESS_EVERY == 0:
+            progress(report.checked, report.head)
+    report.problems.extend(
+        Finding(p, "missing", "no envelope at this position")
+        for p in range(expected, report.head + 1)
+    )
+    report.problems.sort(key=lambda f: f.position)
+    if progress is not None:
+        progress(report.checked, report.head)
+    return report
+
+
+def _check_body(report: VerifyReport, position: int, envelope_bytes: bytes,
+                body: bytes | None) -> None:
+    try:
+        envelope = decode_envelope(envelope_bytes)
+    except msgspec.DecodeError:
+        report.problems.append(Finding(position, "envelope", "envelope does not decode"))
+        return
+    if envelope.position != position:
+        report.problems.append(Finding(
+            position, "envelope", f"envelope claims position {envelope.position}"
+        ))
+    if body is None:
+        report.erased.append(position)
+    elif sha256(body).digest() != envelope.commitment:
+        report.problems.append(Finding(position, "body", "body does not match its commitment"))

@@ -1,0 +1,56 @@
+"""Where the ledger lives and how it is opened: the only place that reads the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import EventLog
+
+__all__ = ["HOME_ENV", "LOG_NAME", "SYNC_ENV", "default_home", "open_log"]
+
+#: Environment variable naming the ledger home directory.
+HOME_ENV = "LESSONLEDGER_HOME"
+#: Environment variable choosing durability: ``fsync`` (default) or ``os`` (survives a
+#: process crash, not a power loss).
+SYNC_ENV = "LESSONLEDGER_SYNC"
+#: Name of the lesson log inside a home.
+LOG_NAME = "ledger"
+_MARKER = "LESSONLEDGER"
+
+
+def default_home() -> Path:
+    """Return the home from ``$LESSONLEDGER_HOME``, else ``~/.lessonledger``."""
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".lessonledger")
+
+
+def _sync() -> bool:
+    value = os.environ.get(SYNC_ENV, "fsync")
+    if value not in ("fsync", "os"):
+        msg = f"{SYNC_ENV} must be 'fsync' or 'os', got {value!r}"
+        raise LedgerConfigError(msg)
+    return value == "fsync"
+
+
+@contextmanager
+def open_log(home: Path, *, create: bool = False) -> Iterator[EventLog]:
+    """Open the lesson log in ``home``; with ``create``, make the home first.
+
+    Raises:
+        LedgerConfigError: there is no ledger at ``home`` and ``create`` is False.
+    """
+    marker = home / _MARKER
+    if not create and not marker.exists():
+        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
+        raise LedgerConfigError(msg)
+    lmdb_home = acquire(str(home), sync=_sync())
+    try:
+        if create and not marker.exists():
+            marker.write_text("lessonledger home: LMDB files, do not edit by hand\n")
+        yield EventLog(lmdb_home, LOG_NAME)
+    finally:
+        release(lmdb_home)

@@ -1,0 +1,57 @@
+"""How records look to a person and to a program (``--json``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from lessonledger.ledger.events import decode_event
+from lessonledger.ledger.log import Record
+
+__all__ = ["record_json", "record_line", "timestamp"]
+
+
+def timestamp(ns: int) -> str:
+    """Format nanoseconds since the epoch as an ISO 8601 UTC time."""
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="microseconds")
+
+
+def _body(record: Record) -> Any:
+    if record.payload is None:
+        return "erased"
+    try:
+        return msgspec.to_builtins(decode_event(record.payload))
+    except msgspec.DecodeError:
+        # Not one of our catalogue events (an eventsourcing application's, say).
+        return {"raw_hex": record.payload.hex()}
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """Everything an auditor may see of one event, as plain data."""
+    e = record.envelope
+    return {
+        "position": e.position,
+        "recorded_at": timestamp(e.recorded_at),
+        "occurred_at": timestamp(e.occurred_at),
+        "type": e.type,
+        "stream": str(e.stream_id),
+        "version": e.version,
+        "event_id": e.event_id.hex(),
+        "actor": e.actor,
+        "principal": e.principal,
+        "session": e.session,
+        "scope": e.scope,
+        "body": _body(record),
+    }
+
+
+def record_line(record: Record) -> str:
+    """One event as a line of text."""
+    d = record_json(record)
+    body = d["body"] if d["body"] == "erased" else msgspec.json.encode(d["body"]).decode()
+    return (
+        f"{d['position']:>8}  {d['recorded_at']}  {d['type']:<20} stream={d['stream']} "
+        f"v{d['version']} actor={d['actor'] or '-'} principal={d['principal'] or '-'}  {body}"
+    )
