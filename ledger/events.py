@@ -35,8 +35,8 @@ __all__ = [
     "LessonProposed",
     "LessonRecalled",
     "LessonSuperseded",
-    "OutcomeObserved",
     "Operation",
+    "OutcomeObserved",
     "SectionAnchor",
     "SkillBaseRegistered",
     "decode_event",
@@ -81,7 +81,7 @@ class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     order: Annotated[int, Meta(ge=0)] = 0
 
 
-class OutcomeObserved(_Event, kw_only=True, tag="outcome.observed"):
+class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed"):
     """A task ended; what was tried, how it was judged, and what was in front of the agent."""
 
     outcome_id: UUID
@@ -93,7 +93,7 @@ class OutcomeObserved(_Event, kw_only=True, tag="outcome.observed"):
     in_play: Ids = []
 
 
-class LessonProposed(_Event, kw_only=True, tag="lesson.proposed"):
+class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
     """A lesson enters the ledger, with the outcomes that support it."""
 
     lesson_id: UUID
@@ -112,7 +112,7 @@ class LessonProposed(_Event, kw_only=True, tag="lesson.proposed"):
     supersedes: UUID | None = None
 
 
-class LessonConfirmed(_Event, kw_only=True, tag="lesson.confirmed"):
+class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed"):
     """An attributed outcome supports the lesson."""
 
     lesson_id: UUID
@@ -120,7 +120,7 @@ class LessonConfirmed(_Event, kw_only=True, tag="lesson.confirmed"):
     project: Scope
 
 
-class LessonContradicted(_Event, kw_only=True, tag="lesson.contradicted"):
+class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradicted"):
     """An attributed outcome refutes the lesson."""
 
     lesson_id: UUID
@@ -128,7 +128,7 @@ class LessonContradicted(_Event, kw_only=True, tag="lesson.contradicted"):
     project: Scope
 
 
-class LessonPromoted(_Event, kw_only=True, tag="lesson.promoted"):
+class LessonPromoted(_Event, frozen=True, kw_only=True, tag="lesson.promoted"):
     """The lesson's scope moves to global: a second distinct project confirmed it."""
 
     lesson_id: UUID
@@ -136,7 +136,7 @@ class LessonPromoted(_Event, kw_only=True, tag="lesson.promoted"):
     merged: Ids = []
 
 
-class LessonDemoted(_Event, kw_only=True, tag="lesson.demoted"):
+class LessonDemoted(_Event, frozen=True, kw_only=True, tag="lesson.demoted"):
     """A global lesson contradicted from a third project returns to one project."""
 
     lesson_id: UUID
@@ -144,7 +144,7 @@ class LessonDemoted(_Event, kw_only=True, tag="lesson.demoted"):
     outcome_id: UUID | None = None
 
 
-class LessonSuperseded(_Event, kw_only=True, tag="lesson.superseded"):
+class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded"):
     """The lesson leaves the active set: replaced, decayed, capped, expired or retired."""
 
     lesson_id: UUID
@@ -152,7 +152,7 @@ class LessonSuperseded(_Event, kw_only=True, tag="lesson.superseded"):
     by: UUID | None = None
 
 
-class LessonRecalled(_Event, kw_only=True, tag="lesson.recalled"):
+class LessonRecalled(_Event, frozen=True, kw_only=True, tag="lesson.recalled"):
     """Lessons were put in front of an agent: moves the usage clock, never the evidence clock."""
 
     lesson_ids: Ids
@@ -160,7 +160,7 @@ class LessonRecalled(_Event, kw_only=True, tag="lesson.recalled"):
     query: Text = ""
 
 
-class EnvironmentChanged(_Event, kw_only=True, tag="environment.changed"):
+class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):
     """A component of a scope's environment fingerprint changed."""
 
     scope: Scope
@@ -176,7 +176,7 @@ class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
 
 
-class SkillBaseRegistered(_Event, kw_only=True, tag="skill.registered"):
+class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.registered"):
     """An authored skill's identity, version, body digest and section anchors."""
 
     skill: Name
@@ -186,7 +186,7 @@ class SkillBaseRegistered(_Event, kw_only=True, tag="skill.registered"):
     anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
 
 
-class DeltaProposed(_Event, kw_only=True, tag="delta.proposed"):
+class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
     """A learned adjustment to a skill section, staged until approved."""
 
     delta_id: UUID
@@ -200,14 +200,14 @@ class DeltaProposed(_Event, kw_only=True, tag="delta.proposed"):
     scope: Scope
 
 
-class DeltaApproved(_Event, kw_only=True, tag="delta.approved"):
+class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
     """A staged delta becomes active."""
 
     delta_id: UUID
     by: Name
 
 
-class DeltaRejected(_Event, kw_only=True, tag="delta.rejected"):
+class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     """A staged delta is refused."""
 
     delta_id: UUID
@@ -215,7 +215,7 @@ class DeltaRejected(_Event, kw_only=True, tag="delta.rejected"):
     reason: Text = ""
 
 
-class DeltaArchived(_Event, kw_only=True, tag="delta.archived"):
+class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     """An active delta is reverted; kept in history."""
 
     delta_id: UUID
@@ -223,7 +223,7 @@ class DeltaArchived(_Event, kw_only=True, tag="delta.archived"):
     reason: Text = ""
 
 
-class FactLearned(_Event, kw_only=True, tag="fact.learned"):
+class FactLearned(_Event, frozen=True, kw_only=True, tag="fact.learned"):
     """A tier-0 learned value."""
 
     fact_id: UUID
@@ -232,14 +232,14 @@ class FactLearned(_Event, kw_only=True, tag="fact.learned"):
     scope: Scope
 
 
-class ConsumerDeclared(_Event, kw_only=True, tag="fact.consumer"):
+class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
     """A tool declares that it reads a fact key."""
 
     key: Key
     tool: Name
 
 
-class Erased(_Event, kw_only=True, tag="erasure.erased"):
+class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     """Content was erased for good: what, by whom and why, never the content itself."""
 
     what: Literal["principal", "session", "lesson", "outcome"]
@@ -270,7 +270,7 @@ AnyEvent = (
 
 #: Every catalogue tag, which is also the event's stored type.
 EVENT_TYPES: frozenset[str] = frozenset(
-    cls.__struct_config__.tag for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag for cls in AnyEvent.__args__
 )
 
 _encoder = msgspec.msgpack.Encoder()

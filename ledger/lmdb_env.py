@@ -12,7 +12,6 @@ import threading
 from dataclasses import dataclass, field
 
 import lmdb
-
 from lessonledger.ledger.errors import LedgerConfigError
 
 __all__ = ["DEFAULT_MAP_SIZE", "LMDBHome", "acquire", "release"]
@@ -38,10 +37,10 @@ class LMDBHome:
     sync: bool
     users: int = 0
     listeners: dict[str, set[threading.Event]] = field(default_factory=dict)
-    _dbs: dict[bytes, object] = field(default_factory=dict)
+    _dbs: dict[bytes, lmdb._Database] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def db(self, name: str) -> object:
+    def db(self, name: str) -> lmdb._Database:
         """Return the named database, creating it on first use.
 
         Call this before beginning a transaction that uses the handle: a database

@@ -29,7 +29,6 @@ from eventsourcing.persistence import (
     TrackingRecorder,
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
-
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import DEFAULT_MAP_SIZE, LMDBHome, acquire, release
 from lessonledger.ledger.log import EventLog, NewEvent, Record
@@ -240,7 +239,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         """Return the application's positioned recorder."""
         topic = self.env.get(self.APPLICATION_RECORDER_TOPIC)
         cls = resolve_topic(topic) if topic else LMDBApplicationRecorder
-        return cls(self.home, self.name)  # type: ignore[no-any-return]
+        return cls(self.home, self.name)
 
     def tracking_recorder(
         self, tracking_recorder_class: type[LMDBTrackingRecorder] | None = None
@@ -259,7 +258,7 @@ class LMDBFactory(InfrastructureFactory[LMDBTrackingRecorder]):
         """Return a recorder that writes events and tracking atomically."""
         topic = self.env.get(self.PROCESS_RECORDER_TOPIC)
         cls = resolve_topic(topic) if topic else LMDBProcessRecorder
-        return cls(self.home, self.name)  # type: ignore[no-any-return]
+        return cls(self.home, self.name)
 
     def close(self) -> None:
         """Release the home; it closes when no factory in this process uses it."""

@@ -21,11 +21,10 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from hashlib import sha256
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import lmdb
 import msgspec
-
 from lessonledger.ledger.envelope import (
     GENESIS,
     MAX_BODY_BYTES,
@@ -87,6 +86,9 @@ def _check(event: NewEvent, index: int) -> None:
     if isinstance(event.stream, str) and len(event.stream.encode()) > MAX_STREAM_ID_BYTES:
         msg = f"stream id is over {MAX_STREAM_ID_BYTES} bytes at {where}.stream; use a digest"
         raise InvalidEventError(msg, f"{where}.stream")
+    if not 0 <= event.occurred_at < (1 << 63):
+        msg = f"occurred_at {event.occurred_at} is not nanoseconds since 1970 at {where}"
+        raise InvalidEventError(msg, f"{where}.occurred_at")
     if not -(1 << 63) <= event.version < (1 << 63):
         msg = f"version {event.version} is out of the 64-bit range at {where}.version"
         raise InvalidEventError(msg, f"{where}.version")
@@ -147,7 +149,9 @@ class EventLog:
         envelopes, bodies, chain = self._envelopes, self._bodies, self._chain
         raw_next = txn.get(_NEXT, db=meta)
         position = int.from_bytes(raw_next, "big") if raw_next else 1
-        previous = txn.get(pos_key(position - 1), db=chain) if position > 1 else GENESIS
+        previous = GENESIS
+        if position > 1:
+            previous = cast(bytes, txn.get(pos_key(position - 1), db=chain))
         now = time.time_ns()
         positions: list[Position] = []
         for i, event in enumerate(events):
@@ -180,7 +184,7 @@ class EventLog:
 
     def _repeat(self, txn: lmdb.Transaction, event: NewEvent, position: int) -> Position:
         """Return the original position of a repeated event, or refuse a reused id."""
-        original = decode_envelope(txn.get(pos_key(position), db=self._envelopes))
+        original = decode_envelope(cast(bytes, txn.get(pos_key(position), db=self._envelopes)))
         if (original.stream_id, original.version, original.type) != (
             event.stream, event.version, event.type
         ):
@@ -257,10 +261,12 @@ class EventLog:
         if not envelopes.set_range(key):
             return
         has_body = bodies.set_range(key)
-        for pkey, envelope_bytes in envelopes:
-            while has_body and bodies.key() < pkey:
+        # Without buffers=True, py-lmdb hands out bytes, never memoryviews.
+        for pkey, envelope_bytes in cast(Iterator[tuple[bytes, bytes]], envelopes):
+            while has_body and cast(bytes, bodies.key()) < pkey:
                 has_body = bodies.next()
-            yield envelope_bytes, (bodies.value() if has_body and bodies.key() == pkey else None)
+            body = bodies.value() if has_body and bodies.key() == pkey else None
+            yield envelope_bytes, cast(bytes | None, body)
 
     def raw(self, start: int = 1) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
         """Yield ``(position, envelope, body, chain link)`` as stored, from ``start`` on.
@@ -274,11 +280,9 @@ class EventLog:
                 cursor = txn.cursor(db=self._envelopes)
                 if not cursor.set_range(key):
                     return
-                count = 0
-                for key, envelope in cursor:
+                for count, (key, envelope) in enumerate(cursor, 1):
                     yield (int.from_bytes(key, "big"), envelope,
                            txn.get(key, db=self._bodies), txn.get(key, db=self._chain))
-                    count += 1
                     if count == _READ_CHUNK:
                         break
                 else:
@@ -313,7 +317,7 @@ class EventLog:
                 if not desc and lte is not None and version > lte:
                     break
                 body = txn.get(pkey, db=self._bodies)
-                envelope = decode_envelope(txn.get(pkey, db=self._envelopes))
+                envelope = decode_envelope(cast(bytes, txn.get(pkey, db=self._envelopes)))
                 records.append(Record(envelope, body[SALT_BYTES:] if body else None))
                 if limit is not None and len(records) >= limit:
                     break
@@ -330,4 +334,4 @@ class EventLog:
                 return iter(())
         elif not cursor.last():
             return iter(())
-        return cursor.iterprev()
+        return cast(Iterator[tuple[bytes, bytes]], cursor.iterprev())

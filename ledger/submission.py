@@ -8,17 +8,16 @@ bounds by the catalogue's ``Meta``, size by :data:`MAX_BODY_BYTES`.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 from uuid import UUID
 
 import msgspec
-from msgspec import Meta, Struct
-
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, InvalidEventError
 from lessonledger.ledger.events import AnyEvent, encode_event
 from lessonledger.ledger.log import NewEvent
+from msgspec import Meta, Struct
 
 __all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission", "to_new_event"]
 
@@ -26,6 +25,9 @@ __all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission"
 MAX_SUBMISSION_BYTES = MAX_BODY_BYTES + (64 << 10)
 
 Label = Annotated[str, Meta(max_length=200)]
+# The envelope keeps times as 64-bit nanoseconds since the epoch.
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2262, 1, 1, tzinfo=UTC)
 
 
 class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -54,6 +56,9 @@ class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     def __post_init__(self) -> None:
         if self.occurred_at.tzinfo is None:
             msg = "occurred_at needs a time zone (for example a trailing Z)"
+            raise ValueError(msg)
+        if not _EARLIEST <= self.occurred_at < _LATEST:
+            msg = f"occurred_at must be between {_EARLIEST.year} and {_LATEST.year}"
             raise ValueError(msg)
 
 

@@ -11,7 +11,6 @@ from hashlib import sha256
 from typing import Literal
 
 import msgspec
-
 from lessonledger.ledger.envelope import GENESIS, decode_envelope
 from lessonledger.ledger.log import EventLog
 
@@ -64,7 +63,7 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) ->
         progress: called as ``progress(done, total)`` every few thousand events.
     """
     report = VerifyReport(head=log.head())
-    previous = GENESIS
+    previous: bytes = GENESIS
     expected = 1
     for position, envelope_bytes, body, link in log.raw():
         if position > expected:

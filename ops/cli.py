@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import msgspec
-
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
@@ -146,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     log = sub.add_parser("log", help="list events as an auditor sees them: envelope and body")
     log.add_argument("--from", dest="start", type=_count(1), default=1, metavar="N",
                      help="first position to show (default 1)")
-    log.add_argument("--limit", type=_count(0), default=None, metavar="N", help="show at most N events")
+    log.add_argument("--limit", type=_count(0), default=None, metavar="N",
+                     help="show at most N events")
     log.add_argument("--json", action="store_true", help="one JSON object per line")
     log.set_defaults(run=_cmd_log)
     check = sub.add_parser("verify", help="recompute the hash chain and body commitments")
@@ -162,8 +162,10 @@ def _parser() -> argparse.ArgumentParser:
                                  parser_class=_Parser)
     append = which.add_parser("append", help=(
         "durable appends and replay vs raw LMDB, eventsourcing SQLite and POPO"))
-    append.add_argument("--events", type=_count(100), default=20_000, help="events per append run")
-    append.add_argument("--replay-events", type=_count(100), default=100_000, help="events to replay")
+    append.add_argument("--events", type=_count(100), default=20_000,
+                        help="events per append run (default 20,000)")
+    append.add_argument("--replay-events", type=_count(100), default=100_000,
+                        help="events to replay (default 100,000)")
     append.add_argument("--json", action="store_true", help="print one JSON object")
     append.set_defaults(run=_cmd_bench)
     return parser

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.log import Record
 

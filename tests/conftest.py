@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +41,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[str]:
+def home(tmp_path: Path) -> str:
     """A fresh ledger home directory."""
-    yield str(tmp_path / "home")
+    return str(tmp_path / "home")

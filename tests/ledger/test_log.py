@@ -1,0 +1,231 @@
+"""The log's own guarantees: positions, idempotency, stream conflicts, atomic batches."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from uuid import UUID, uuid4
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from lessonledger.ledger import (
+    MAX_BODY_BYTES,
+    BodyTooLargeError,
+    EventLog,
+    IdempotencyConflictError,
+    InvalidEventError,
+    LedgerConfigError,
+    LMDBApplicationRecorder,
+    NewEvent,
+    StreamConflictError,
+)
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
+from lessonledger.ledger.verify import verify
+
+
+@pytest.fixture
+def lmdb_home(home: str) -> Iterator[LMDBHome]:
+    h = acquire(home, sync=False)
+    yield h
+    release(h)
+
+
+@pytest.fixture
+def log(lmdb_home: LMDBHome) -> EventLog:
+    return EventLog(lmdb_home, "ledger")
+
+
+def ev(stream: UUID | str, version: int = 0, *, eid: bytes = b"", payload: bytes = b"p",
+       type: str = "t") -> NewEvent:
+    return NewEvent(stream, version, type, payload, event_id=eid)
+
+
+def test_positions_are_consecutive_across_batches(log: EventLog) -> None:
+    assert log.append([ev(uuid4()), ev(uuid4())]) == [1, 2]
+    assert log.append([ev(uuid4())]) == [3]
+    assert [r.envelope.position for r in log.read()] == [1, 2, 3]
+    assert log.head() == 3
+
+
+def test_repeated_event_id_returns_original_position(log: EventLog) -> None:
+    eid, stream = uuid4().bytes, uuid4()
+    assert log.append([ev(stream, 0, eid=eid)]) == [1]
+    assert log.append([ev(uuid4())]) == [2]
+    assert log.append([ev(stream, 0, eid=eid)]) == [1]
+    assert log.append([ev(stream, 0, eid=eid), ev(stream, 1)]) == [1, 3]
+    assert log.head() == 3
+    assert log.position_of(eid) == 1
+
+
+def test_repeated_id_within_one_batch_is_written_once(log: EventLog) -> None:
+    eid, stream = uuid4().bytes, uuid4()
+    assert log.append([ev(stream, 0, eid=eid), ev(stream, 0, eid=eid)]) == [1, 1]
+    assert log.head() == 1
+
+
+def test_reused_id_for_another_event_is_refused_and_writes_nothing(log: EventLog) -> None:
+    eid = uuid4().bytes
+    log.append([ev(uuid4(), 0, eid=eid)])
+    with pytest.raises(IdempotencyConflictError) as caught:
+        log.append([ev(uuid4()), ev(uuid4(), 0, eid=eid)])
+    assert caught.value.position == 1
+    assert log.head() == 1
+
+
+def test_stale_stream_version_conflicts_and_the_batch_is_atomic(log: EventLog) -> None:
+    stream = uuid4()
+    log.append([ev(stream, 0), ev(stream, 1)])
+    with pytest.raises(StreamConflictError) as caught:
+        log.append([ev(uuid4()), ev(stream, 2), ev(stream, 1)])
+    assert isinstance(caught.value, IntegrityError)
+    assert (caught.value.stream, caught.value.version) == (stream, 1)
+    assert log.head() == 2
+    assert log.append([ev(stream, 2)]) == [3]
+
+
+def test_refused_events_write_nothing(log: EventLog) -> None:
+    with pytest.raises(BodyTooLargeError) as too_big:
+        log.append([ev(uuid4()), ev(uuid4(), payload=b"x" * (MAX_BODY_BYTES + 1))])
+    assert too_big.value.field == "$[1].payload"
+    with pytest.raises(InvalidEventError, match="16 bytes"):
+        log.append([ev(uuid4(), eid=b"short")])
+    with pytest.raises(InvalidEventError, match="stream id"):
+        log.append([ev("s" * 1000)])
+    assert log.head() == 0
+
+
+def test_read_filters_limits_and_stops(log: EventLog) -> None:
+    log.append([ev(uuid4(), type="a" if i % 2 else "b") for i in range(10)])
+    assert [r.envelope.position for r in log.read(3, limit=3)] == [3, 4, 5]
+    assert [r.envelope.position for r in log.read(2, stop=4)] == [2, 3, 4]
+    assert [r.envelope.position for r in log.read(1, limit=2, types=["a"])] == [2, 4]
+    assert log.read(11) == []
+
+
+def test_scan_crosses_chunk_boundaries(log: EventLog) -> None:
+    log.append([ev(uuid4(), payload=i.to_bytes(4, "big")) for i in range(10_000)])
+    payloads = [r.payload for r in log.scan(2)]
+    assert payloads == [i.to_bytes(4, "big") for i in range(1, 10_000)]
+
+
+@pytest.mark.parametrize("stream", [uuid4(), "a-string-stream", ""])
+def test_stream_selection_by_version(log: EventLog, stream: UUID | str) -> None:
+    log.append([ev(stream, v) for v in range(5)] + [ev(uuid4()), ev("a-string-stream-2", 0)])
+
+    def versions(**kw: int | bool) -> list[int]:
+        return [r.envelope.version for r in log.stream(stream, **kw)]  # type: ignore[arg-type]
+
+    assert versions() == [0, 1, 2, 3, 4]
+    assert versions(gt=1, lte=3) == [2, 3]
+    assert versions(desc=True, limit=2) == [4, 3]
+    assert versions(desc=True, lte=2, gt=0) == [2, 1]
+    assert all(r.envelope.stream_id == stream for r in log.stream(stream))
+
+
+def test_erased_bodies_read_as_none_and_still_verify(log: EventLog) -> None:
+    log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
+    assert log.erase_bodies([2, 4, 9]) == 2
+    assert [r.payload for r in log.read()] == [b"secret 0", None, b"secret 2", None, b"secret 4"]
+    report = verify(log)
+    assert report.ok
+    assert report.erased == [2, 4]
+
+
+def test_one_durability_setting_per_home_and_process(home: str) -> None:
+    first = acquire(home, sync=True)
+    try:
+        with pytest.raises(LedgerConfigError, match="sync=True"):
+            acquire(home, sync=False)
+    finally:
+        release(first)
+
+
+_WRITER = textwrap.dedent("""
+    import sys, time, uuid
+    from lessonledger.ledger.lmdb_env import acquire
+    from lessonledger.ledger.log import EventLog, NewEvent
+    log = EventLog(acquire(sys.argv[1], sync=False), "app")
+    for _ in range(5):
+        time.sleep(0.3)
+        log.append([NewEvent(uuid.uuid4(), 0, "t", str(time.time()).encode())])
+""")
+
+
+def test_subscription_sees_another_process_commit_promptly(lmdb_home: LMDBHome) -> None:
+    recorder = LMDBApplicationRecorder(lmdb_home, "app")
+    latencies: list[float] = []
+    with recorder.subscribe() as subscription:
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, lmdb_home.path])
+        for notification in subscription:
+            latencies.append(time.time() - float(notification.state))
+            if len(latencies) == 5:
+                break
+        writer.wait(timeout=30)
+    # The poll runs every 50 ms; allow the machine some noise but not a second.
+    assert min(latencies) <= 0.1, latencies
+    assert max(latencies) < 1.0, latencies
+
+
+def test_subscription_wakes_at_once_in_process(lmdb_home: LMDBHome) -> None:
+    recorder = LMDBApplicationRecorder(lmdb_home, "app")
+    with recorder.subscribe() as subscription:
+        time.sleep(0.2)  # let the subscription's first pull find nothing
+        sent = time.monotonic()
+        recorder.log.append([ev(uuid4())])
+        assert next(subscription).id == 1
+        assert time.monotonic() - sent < 0.5
+
+
+class LogMachine(RuleBasedStateMachine):
+    """Random appends, repeats and stale writes against a plain model of the log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = __import__("tempfile").mkdtemp(prefix="ll-machine-")
+        self.home = acquire(self.dir, sync=False)
+        self.log = EventLog(self.home, "ledger")
+        self.model: list[tuple[bytes, str, int]] = []
+        self.versions: dict[str, int] = {}
+
+    def teardown(self) -> None:
+        release(self.home)
+        __import__("shutil").rmtree(self.dir, ignore_errors=True)
+
+    @rule(streams=st.lists(st.sampled_from("abcde"), min_size=1, max_size=5))
+    def append_fresh(self, streams: list[str]) -> None:
+        batch, versions = [], dict(self.versions)
+        for s in streams:
+            versions[s] = versions.get(s, -1) + 1
+            batch.append(ev(s, versions[s], eid=uuid4().bytes))
+        positions = self.log.append(batch)
+        assert positions == list(range(len(self.model) + 1, len(self.model) + len(batch) + 1))
+        self.model += [(e.event_id, str(e.stream), e.version) for e in batch]
+        self.versions = versions
+
+    @rule(data=st.data())
+    def repeat_one(self, data: st.DataObject) -> None:
+        if self.model:
+            i = data.draw(st.integers(0, len(self.model) - 1))
+            eid, stream, version = self.model[i]
+            assert self.log.append([ev(stream, version, eid=eid)]) == [i + 1]
+
+    @rule(stream=st.sampled_from("abcde"))
+    def stale_write_conflicts(self, stream: str) -> None:
+        if stream in self.versions:
+            with pytest.raises(StreamConflictError):
+                self.log.append([ev(uuid4()), ev(stream, self.versions[stream])])
+
+    @invariant()
+    def log_equals_model(self) -> None:
+        stored = [(r.envelope.event_id, str(r.envelope.stream_id), r.envelope.version)
+                  for r in self.log.read()]
+        assert stored == self.model
+        assert self.log.head() == len(self.model)
+
+
+TestLogMachine = LogMachine.TestCase
