@@ -1,0 +1,121 @@
+"""The command line as a person and a script use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lessonledger.ledger.envelope import pos_key
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import EventLog
+from lessonledger.ops.cli import main
+from lessonledger.ops.config import LOG_NAME
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def demo_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    home = tmp_path / "home"
+    assert run(capsys, "--home", str(home), "demo")[0] == 0
+    return home
+
+
+def test_demo_is_idempotent(demo_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--home", str(demo_home), "demo")
+    assert code == 0
+    assert "(0 new; a repeated event id is a no-op)" in out
+    assert "chain and bodies intact" in out
+
+
+def test_log_json_shows_everything_an_auditor_needs(
+    demo_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "--home", str(demo_home), "log", "--from", "2", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert [r["position"] for r in rows] == [2, 3, 4]
+    assert set(rows[0]) >= {"position", "recorded_at", "occurred_at", "type", "stream",
+                            "actor", "principal", "body"}
+    assert rows[0]["body"]["type"] == rows[0]["type"] == "lesson.proposed"
+
+
+def test_erased_body_shows_as_erased_and_verifies(
+    demo_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = acquire(str(demo_home))
+    EventLog(home, LOG_NAME).erase_bodies([1])
+    release(home)
+    code, out, _ = run(capsys, "--home", str(demo_home), "log", "--limit", "1")
+    assert code == 0
+    assert out.rstrip().endswith("erased")
+    code, out, _ = run(capsys, "--home", str(demo_home), "verify")
+    assert code == 0
+    assert "1 bodies erased: ok" in out
+
+
+def test_verify_names_a_damaged_body(demo_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = acquire(str(demo_home))
+    with home.env.begin(write=True) as txn:
+        db = home.env.open_db(f"{LOG_NAME}.bodies".encode(), txn=txn)
+        txn.put(pos_key(3), b"\x00" * 16 + b"forged", db=db)
+    release(home)
+    code, out, _ = run(capsys, "--home", str(demo_home), "verify")
+    assert code == 1
+    assert "position 3: body:" in out
+    assert "DAMAGED at position 3" in out
+    code, out, _ = run(capsys, "--home", str(demo_home), "verify", "--json")
+    report = json.loads(out)
+    assert code == 1
+    assert report["ok"] is False
+    assert [p["position"] for p in report["problems"]] == [3]
+
+
+def test_stats_counts_by_type(demo_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--home", str(demo_home), "stats", "--json")
+    stats = json.loads(out)
+    assert code == 0
+    assert stats["head"] == 4
+    assert stats["events_by_type"] == {"outcome.observed": 2, "lesson.proposed": 1,
+                                       "lesson.confirmed": 1}
+
+
+@pytest.mark.parametrize("argv", [
+    ["log", "--from", "0"], ["log", "--limit", "lots"], ["nonsense"], ["bench", "append",
+                                                                       "--events", "5"],
+])
+def test_bad_arguments_say_what_to_do_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--home", str(tmp_path), *argv])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "--help" in err
+
+
+def test_missing_home_is_one_line_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "--home", str(tmp_path / "absent"), "log")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "lessonledger init" in err
+    assert not (tmp_path / "absent").exists()
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("lessonledger")
+    assert script.exists()
+    init = subprocess.run([str(script), "--home", str(tmp_path / "h"), "init"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert init.returncode == 0, init.stderr
+    assert "ledger home ready" in init.stdout

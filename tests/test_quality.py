@@ -1,0 +1,28 @@
+"""The code stays ruff clean and passes mypy --strict, checked as part of the suite."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ledger", "projections", "commands", "sync", "ops")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def test_ruff_is_clean() -> None:
+    result = _run("ruff", "check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean() -> None:
+    # mypy refuses -p with files, so the installed packages and the tests are two runs.
+    packages = [arg for name in PACKAGES for arg in ("-p", f"lessonledger.{name}")]
+    for args in (packages, ["tests"]):
+        result = _run("mypy", "--no-incremental", *args)
+        assert result.returncode == 0, result.stdout + result.stderr
