@@ -10,6 +10,7 @@ from lessonledger.ledger.errors import (
     IdempotencyConflictError,
     InvalidEventError,
     LedgerConfigError,
+    LedgerCorruptError,
     LessonLedgerError,
     StreamConflictError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "LMDBProcessRecorder",
     "LMDBTrackingRecorder",
     "LedgerConfigError",
+    "LedgerCorruptError",
     "LessonLedgerError",
     "NewEvent",
     "Position",

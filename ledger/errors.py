@@ -6,13 +6,19 @@ against eventsourcing catches them unchanged.
 
 from __future__ import annotations
 
-from eventsourcing.persistence import DataError, IntegrityError, ProgrammingError
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InternalError,
+    ProgrammingError,
+)
 
 __all__ = [
     "BodyTooLargeError",
     "IdempotencyConflictError",
     "InvalidEventError",
     "LedgerConfigError",
+    "LedgerCorruptError",
     "LessonLedgerError",
     "StreamConflictError",
 ]
@@ -78,4 +84,20 @@ class IdempotencyConflictError(LessonLedgerError, IntegrityError):
         )
         super().__init__(msg)
         self.event_id = event_id
+        self.position = position
+
+
+class LedgerCorruptError(LessonLedgerError, InternalError):
+    """The log's stored state is inconsistent; nothing of the append was written.
+
+    Attributes:
+        position: the position the log was about to assign, which is already stored.
+    """
+
+    def __init__(self, position: int) -> None:
+        msg = (
+            f"position {position} is already stored although the log's counter says it is "
+            "next; nothing was written: run `lessonledger verify` and restore from a copy"
+        )
+        super().__init__(msg)
         self.position = position

@@ -42,6 +42,7 @@ from lessonledger.ledger.errors import (
     BodyTooLargeError,
     IdempotencyConflictError,
     InvalidEventError,
+    LedgerCorruptError,
     StreamConflictError,
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
@@ -149,7 +150,7 @@ class EventLog:
         envelopes, bodies, chain = self._envelopes, self._bodies, self._chain
         raw_next = txn.get(_NEXT, db=meta)
         position = int.from_bytes(raw_next, "big") if raw_next else 1
-        previous = GENESIS
+        previous: bytes = GENESIS
         if position > 1:
             previous = cast(bytes, txn.get(pos_key(position - 1), db=chain))
         now = time.time_ns()
@@ -174,9 +175,12 @@ class EventLog:
                 event.scope, event.schema, sha256(body).digest(),
             ))
             previous = sha256(previous + envelope).digest()
-            txn.put(key, envelope, db=envelopes, append=True)
-            txn.put(key, body, db=bodies, append=True)
-            txn.put(key, previous, db=chain, append=True)
+            # With append=True, LMDB refuses (put returns False) a key that is not past the
+            # last one: `next` is behind what is stored. Never acknowledge such a write.
+            if not (txn.put(key, envelope, db=envelopes, append=True)
+                    and txn.put(key, body, db=bodies, append=True)
+                    and txn.put(key, previous, db=chain, append=True)):
+                raise LedgerCorruptError(position)
             positions.append(Position(position))
             position += 1
         txn.put(_NEXT, pos_key(position), db=meta)
