@@ -20,6 +20,7 @@ import msgspec
 
 __all__ = [
     "GENESIS",
+    "LINK_BYTES",
     "MAX_BODY_BYTES",
     "SALT_BYTES",
     "Digest",
@@ -29,7 +30,6 @@ __all__ = [
     "chain_link",
     "decode_envelope",
     "encode_envelope",
-    "pos_key",
     "stream_id_of",
     "stream_key",
 ]
@@ -42,6 +42,7 @@ StreamId = UUID | str
 #: cited by digest; the limit keeps one event from stalling every reader and sync.
 MAX_BODY_BYTES = 1 << 20
 SALT_BYTES = 16
+LINK_BYTES = 32
 GENESIS = Digest(bytes(32))
 #: LMDB refuses keys over 511 bytes; a stream key is 1 tag + 2 length + id + 8 version.
 MAX_STREAM_ID_BYTES = 400
@@ -86,28 +87,15 @@ class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):
         return stream_id_of(self.stream)
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Envelope)
-
-
-def encode_envelope(envelope: Envelope) -> bytes:
-    """Return the canonical stored bytes of an envelope."""
-    return _encoder.encode(envelope)
-
-
-def decode_envelope(data: bytes) -> Envelope:
-    """Decode stored envelope bytes."""
-    return _decoder.decode(data)
+#: Return the canonical stored bytes of an envelope (bound once: it is on every hot path).
+encode_envelope = msgspec.msgpack.Encoder().encode
+#: Decode stored envelope bytes.
+decode_envelope = msgspec.msgpack.Decoder(Envelope).decode
 
 
 def chain_link(previous: bytes, envelope_bytes: bytes) -> Digest:
     """Return the chain hash of an envelope given the hash before it."""
     return Digest(sha256(previous + envelope_bytes).digest())
-
-
-def pos_key(position: int) -> bytes:
-    """Return the LMDB key of a position: 8 bytes big-endian, so keys sort by position."""
-    return position.to_bytes(8, "big")
 
 
 def stream_id_of(key: bytes) -> StreamId:

@@ -91,13 +91,13 @@ class LedgerCorruptError(LessonLedgerError, InternalError):
     """The log's stored state is inconsistent; nothing of the append was written.
 
     Attributes:
-        position: the position the log was about to assign, which is already stored.
+        position: where the log's stored entries disagree with each other.
     """
 
     def __init__(self, position: int) -> None:
         msg = (
-            f"position {position} is already stored although the log's counter says it is "
-            "next; nothing was written: run `lessonledger verify` and restore from a copy"
+            f"the log is inconsistent at position {position}; nothing was written: "
+            "run `lessonledger verify` and restore from a copy"
         )
         super().__init__(msg)
         self.position = position

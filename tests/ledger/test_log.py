@@ -25,7 +25,6 @@ from lessonledger.ledger import (
     NewEvent,
     StreamConflictError,
 )
-from lessonledger.ledger.envelope import pos_key
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.verify import verify
 
@@ -236,20 +235,20 @@ TestLogMachine = LogMachine.TestCase
 def test_one_altered_chain_link_is_one_finding(log: EventLog) -> None:
     log.append([ev("s", i, payload=b"p%d" % i) for i in range(6)])
     with log.home.env.begin(write=True) as txn:
-        chain = log.home.env.open_db(b"ledger.chain", txn=txn)
-        link = txn.get(pos_key(3), db=chain)
-        assert link is not None
-        txn.put(pos_key(3), bytes([link[0] ^ 1]) + link[1:], db=chain)
+        tree = log.home.env.open_db(b"ledger.log", txn=txn)
+        key = (3).to_bytes(8, "big") + b"\x00"
+        stored = txn.get(key, db=tree)
+        assert stored is not None
+        txn.put(key, stored[:-1] + bytes([stored[-1] ^ 1]), db=tree)  # the link's last byte
     assert [(f.position, f.kind) for f in verify(log).problems] == [(3, "envelope")]
 
 
-def test_append_never_acknowledges_what_it_did_not_store(log: EventLog) -> None:
+def test_append_refuses_a_damaged_tail(log: EventLog) -> None:
     log.append([ev("s", i, payload=b"p%d" % i) for i in range(6)])
-    with log.home.env.begin(write=True) as txn:  # the `next` counter falls behind
-        meta = log.home.env.open_db(b"ledger.meta", txn=txn)
-        txn.put(b"next", pos_key(3), db=meta)
+    with log.home.env.begin(write=True) as txn:  # the last envelope is gone, its body not
+        tree = log.home.env.open_db(b"ledger.log", txn=txn)
+        txn.delete((6).to_bytes(8, "big") + b"\x00", db=tree)
     with pytest.raises(LedgerCorruptError) as caught:
         log.append([ev("other", 0, eid=b"n" * 16, payload=b"new")])
-    assert caught.value.position == 3
+    assert caught.value.position == 6
     assert log.position_of(b"n" * 16) is None
-    assert log.read(3, limit=1)[0].payload == b"p2"

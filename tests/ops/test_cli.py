@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from lessonledger.ledger.envelope import pos_key
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import EventLog
 from lessonledger.ops.cli import main
@@ -64,8 +63,8 @@ def test_erased_body_shows_as_erased_and_verifies(
 def test_verify_names_a_damaged_body(demo_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     home = acquire(str(demo_home))
     with home.env.begin(write=True) as txn:
-        db = home.env.open_db(f"{LOG_NAME}.bodies".encode(), txn=txn)
-        txn.put(pos_key(3), b"\x00" * 16 + b"forged", db=db)
+        db = home.env.open_db(f"{LOG_NAME}.log".encode(), txn=txn)
+        txn.put((3).to_bytes(8, "big") + b"\x01", b"\x00" * 16 + b"forged", db=db)
     release(home)
     code, out, _ = run(capsys, "--home", str(demo_home), "verify")
     assert code == 1
