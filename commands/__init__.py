@@ -1,1 +1,41 @@
-"""lessonledger.commands: not built yet (see the issues); kept so the layout installs whole."""
+"""Commands: the only way in. Agents use :func:`open_ledger`; tools send JSON commands."""
+
+from lessonledger.commands.errors import (
+    CommandError,
+    CredentialError,
+    EvidenceError,
+    RetiredEvidenceError,
+    StaleVersionError,
+    UnknownLessonError,
+)
+from lessonledger.commands.ledger import Ledger, Receipt, open_ledger
+from lessonledger.commands.messages import (
+    AnyCommand,
+    DeclareEnvironmentChange,
+    EditLesson,
+    ObserveOutcome,
+    Operation,
+    ProposeLesson,
+    Reconcile,
+    RetireLesson,
+)
+
+__all__ = [
+    "AnyCommand",
+    "CommandError",
+    "CredentialError",
+    "DeclareEnvironmentChange",
+    "EditLesson",
+    "EvidenceError",
+    "Ledger",
+    "ObserveOutcome",
+    "Operation",
+    "ProposeLesson",
+    "Receipt",
+    "Reconcile",
+    "RetireLesson",
+    "RetiredEvidenceError",
+    "StaleVersionError",
+    "UnknownLessonError",
+    "open_ledger",
+]

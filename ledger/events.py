@@ -20,6 +20,7 @@ from msgspec import Meta, Struct
 __all__ = [
     "EVENT_TYPES",
     "AnyEvent",
+    "Confidence",
     "ConsumerDeclared",
     "DeltaApproved",
     "DeltaArchived",
@@ -28,17 +29,24 @@ __all__ = [
     "EnvironmentChanged",
     "Erased",
     "FactLearned",
+    "Key",
     "LessonConfirmed",
     "LessonContradicted",
     "LessonDemoted",
+    "LessonKind",
     "LessonPromoted",
     "LessonProposed",
     "LessonRecalled",
     "LessonSuperseded",
+    "Longevity",
     "Operation",
     "OutcomeObserved",
+    "ReconcilePassed",
+    "Scope",
     "SectionAnchor",
+    "Signal",
     "SkillBaseRegistered",
+    "Text",
     "decode_event",
     "encode_event",
 ]
@@ -91,6 +99,7 @@ class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed")
     signal: Signal
     operations: Annotated[list[Operation], Meta(max_length=500)] = []
     in_play: Ids = []
+    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
 
 
 class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
@@ -158,6 +167,17 @@ class LessonRecalled(_Event, frozen=True, kw_only=True, tag="lesson.recalled"):
     lesson_ids: Ids
     project: Scope
     query: Text = ""
+
+
+class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed"):
+    """A reconcile pass ran as of ``now`` (nanoseconds since the epoch).
+
+    Every active lesson that was not in play since the previous pass loses ``decay``
+    confidence: an unused lesson fades. Which lessons those are follows from the log.
+    """
+
+    now: int
+    decay: Confidence = 0.02
 
 
 class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):
@@ -257,6 +277,7 @@ AnyEvent = (
     | LessonDemoted
     | LessonSuperseded
     | LessonRecalled
+    | ReconcilePassed
     | EnvironmentChanged
     | SkillBaseRegistered
     | DeltaProposed

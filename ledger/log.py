@@ -49,7 +49,10 @@ from lessonledger.ledger.errors import (
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
 
-__all__ = ["EventLog", "NewEvent", "Record"]
+__all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record"]
+
+#: The name of the lesson log in a home (eventsourcing applications use their own names).
+LOG_NAME = "ledger"
 
 #: Records per read transaction in :meth:`EventLog.scan`: measured faster than larger
 #: chunks (a chunk's objects stay in cache), and pins pages for a shorter time.

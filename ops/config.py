@@ -9,17 +9,15 @@ from pathlib import Path
 
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
-from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.log import LOG_NAME, EventLog
 
-__all__ = ["HOME_ENV", "LOG_NAME", "SYNC_ENV", "default_home", "open_log"]
+__all__ = ["HOME_ENV", "LOG_NAME", "SYNC_ENV", "default_home", "open_log", "sync_setting"]
 
 #: Environment variable naming the ledger home directory.
 HOME_ENV = "LESSONLEDGER_HOME"
 #: Environment variable choosing durability: ``fsync`` (default) or ``os`` (survives a
 #: process crash, not a power loss).
 SYNC_ENV = "LESSONLEDGER_SYNC"
-#: Name of the lesson log inside a home.
-LOG_NAME = "ledger"
 _MARKER = "LESSONLEDGER"
 
 
@@ -28,7 +26,8 @@ def default_home() -> Path:
     return Path(os.environ.get(HOME_ENV) or Path.home() / ".lessonledger")
 
 
-def _sync() -> bool:
+def sync_setting() -> bool:
+    """True when every commit is fsynced (``$LESSONLEDGER_SYNC``, default ``fsync``)."""
     value = os.environ.get(SYNC_ENV, "fsync")
     if value not in ("fsync", "os"):
         msg = f"{SYNC_ENV} must be 'fsync' or 'os', got {value!r}"
@@ -47,7 +46,7 @@ def open_log(home: Path, *, create: bool = False) -> Iterator[EventLog]:
     if not create and not marker.exists():
         msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
         raise LedgerConfigError(msg)
-    lmdb_home = acquire(str(home), sync=_sync())
+    lmdb_home = acquire(str(home), sync=sync_setting())
     try:
         if create and not marker.exists():
             marker.write_text("lessonledger home: LMDB files, do not edit by hand\n")

@@ -1,1 +1,6 @@
-"""lessonledger.projections: not built yet (see the issues); kept so the layout installs whole."""
+"""Views folded from the log: each rebuildable from position 0."""
+
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.rules import Rules
+
+__all__ = ["LessonRow", "LessonView", "Rules"]

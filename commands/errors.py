@@ -1,0 +1,84 @@
+"""Why a command was refused. Each says what is wrong and what to do; nothing was written."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from lessonledger.ledger.errors import InvalidEventError, LessonLedgerError
+
+__all__ = [
+    "CommandError",
+    "CredentialError",
+    "EvidenceError",
+    "InvalidCommandError",
+    "RetiredEvidenceError",
+    "StaleVersionError",
+    "UnknownLessonError",
+]
+
+
+class CommandError(LessonLedgerError):
+    """A command was refused; nothing was written."""
+
+
+class InvalidCommandError(CommandError, InvalidEventError):
+    """A command is malformed; ``field`` is the JSON path of the problem."""
+
+
+class CredentialError(CommandError, ValueError):
+    """Text looks like a credential; lessons and outcomes must never carry secrets."""
+
+    def __init__(self, pattern: str, field: str) -> None:
+        msg = (
+            f"{field} looks like a credential ({pattern}); remove the secret and resubmit"
+        )
+        super().__init__(msg)
+        self.pattern = pattern
+        self.field = field
+
+
+class EvidenceError(CommandError):
+    """A cited outcome does not exist or does not support the lesson."""
+
+    def __init__(self, outcome_id: UUID, problem: str) -> None:
+        msg = f"evidence {outcome_id} {problem}; cite an outcome that exercised the lesson"
+        super().__init__(msg)
+        self.outcome_id = outcome_id
+
+
+class RetiredEvidenceError(CommandError):
+    """All the cited evidence is inside a lesson a person retired: it is not re-learned."""
+
+    def __init__(self, retired: UUID) -> None:
+        msg = (
+            f"all the evidence is already behind lesson {retired}, which was retired; "
+            "a retired lesson is not re-learned from the same outcomes"
+        )
+        super().__init__(msg)
+        self.retired = retired
+
+
+class UnknownLessonError(CommandError, KeyError):
+    """No lesson has this id."""
+
+    def __init__(self, lesson_id: UUID) -> None:
+        msg = f"no lesson {lesson_id}; list lessons with `lessonledger lessons list`"
+        super().__init__(msg)
+        self.lesson_id = lesson_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StaleVersionError(CommandError):
+    """The lesson changed since the caller read it."""
+
+    def __init__(self, lesson_id: UUID, expected: int, current: int) -> None:
+        msg = (
+            f"lesson {lesson_id} is at version {current}, not {expected}; "
+            "show it again and redo the change"
+        )
+        super().__init__(msg)
+        self.lesson_id = lesson_id
+        self.expected = expected
+        self.current = current

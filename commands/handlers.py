@@ -1,0 +1,197 @@
+"""Command handlers: check a command against the lesson view and decide its events.
+
+A handler never writes; it returns :class:`Decided` events with the stream and version
+each goes to. The caller appends them all in one transaction, under ids derived from
+the command's idempotency key, so a retried command writes nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.errors import (
+    EvidenceError,
+    RetiredEvidenceError,
+    StaleVersionError,
+    UnknownLessonError,
+)
+from lessonledger.commands.messages import (
+    AnyCommand,
+    DeclareEnvironmentChange,
+    EditLesson,
+    ObserveOutcome,
+    ProposeLesson,
+    Reconcile,
+    RetireLesson,
+)
+from lessonledger.commands.policies import verdict
+from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.ledger.events import (
+    AnyEvent,
+    EnvironmentChanged,
+    LessonProposed,
+    LessonSuperseded,
+    OutcomeObserved,
+    ReconcilePassed,
+)
+from lessonledger.ledger.ids import derived_id
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.rules import DAY_NS, Rules
+
+__all__ = ["Decided", "command_id", "decide", "occurred_ns"]
+
+_NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
+
+
+class Decided(msgspec.Struct, frozen=True):
+    """An event a command decided, with the stream it goes to (None: a stream of its own)."""
+
+    event: AnyEvent
+    stream: UUID | None = None
+    version: int = 0
+
+
+def command_id(key: str) -> UUID:
+    """The id every event of the command with this idempotency key derives from."""
+    return derived_id(_NAMESPACE, key)
+
+
+def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
+    """Check ``command`` against ``view`` and return its events; raise if refused."""
+    handler: Callable[[Any, LessonView], list[Decided]] = _HANDLERS[type(command)]
+    return handler(command, view)
+
+
+def _observe(cmd: ObserveOutcome, view: LessonView) -> list[Decided]:
+    refuse_credentials(cmd.task, "$.task")
+    for i, op in enumerate(cmd.operations):
+        refuse_credentials(op.error, f"$.operations[{i}].error")
+    outcome_id = derived_id(command_id(cmd.key), "outcome")
+    return [Decided(OutcomeObserved(
+        outcome_id=outcome_id, project=cmd.project, task=cmd.task, passed=cmd.passed,
+        signal=cmd.signal, operations=cmd.operations, in_play=cmd.in_play,
+        fingerprint=cmd.fingerprint), stream=outcome_id)]
+
+
+def _check_evidence(cmd: ProposeLesson, view: LessonView) -> None:
+    # Evidence must show what the lesson claims, judged as attribution judges it.
+    probe = LessonRow(
+        lesson_id=UUID(int=0), text="", kind=cmd.kind, avoid_op=cmd.avoid_op,
+        prefer_op=cmd.prefer_op, target=cmd.target, scope=cmd.project, origin=cmd.project,
+        source=cmd.source, derivation="direct", longevity=cmd.longevity, fingerprint={},
+        evidence=[], confidence=0.0, status="trial", created_at=0, last_evidence_at=0)
+    for outcome_id in cmd.evidence:
+        outcome = view.outcomes.get(outcome_id)
+        if outcome is None:
+            raise EvidenceError(outcome_id, "is not an observed outcome")
+        if outcome.project != cmd.project:
+            raise EvidenceError(outcome_id, f"was observed in project {outcome.project}")
+        if verdict(probe, outcome.operations) is not True:
+            raise EvidenceError(outcome_id, "does not show what the lesson claims")
+    retired = next((r for r in view.lessons.values() if r.status == "retired" and cmd.evidence
+                    and set(cmd.evidence) <= set(r.evidence)), None)
+    if retired is not None:
+        raise RetiredEvidenceError(retired.lesson_id)
+
+
+def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
+    refuse_credentials(cmd.text, "$.text")
+    _check_evidence(cmd, view)
+    rules = view.rules
+    claim = cmd.source == "model" or not cmd.evidence
+    lesson_id = derived_id(command_id(cmd.key), "lesson")
+    return [Decided(LessonProposed(
+        lesson_id=lesson_id, text=cmd.text, kind=cmd.kind, avoid_op=cmd.avoid_op,
+        prefer_op=cmd.prefer_op, target=cmd.target, scope=cmd.project, source=cmd.source,
+        derivation="hypothesis" if claim else "direct",
+        longevity="explicit" if cmd.source == "user" else cmd.longevity,
+        fingerprint=cmd.fingerprint, evidence=cmd.evidence,
+        confidence=rules.start_claim if claim else rules.start_extractor,
+    ), stream=lesson_id)]
+
+
+def _current(view: LessonView, lesson_id: UUID, expected: int | None) -> LessonRow:
+    row = view.lessons.get(lesson_id)
+    if row is None:
+        raise UnknownLessonError(lesson_id)
+    if expected is not None and expected != row.version:
+        raise StaleVersionError(lesson_id, expected, row.version)
+    return row
+
+
+def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
+    refuse_credentials(cmd.text, "$.text")
+    old = _current(view, cmd.lesson_id, cmd.expected_version)
+    new_id = derived_id(command_id(cmd.key), "lesson")
+    fields = {f: getattr(old, f) for f in ("kind", "avoid_op", "prefer_op", "target",
+                                           "source", "derivation", "longevity",
+                                           "fingerprint", "evidence", "confidence")}
+    return [
+        Decided(LessonProposed(lesson_id=new_id, text=cmd.text, scope=old.scope,
+                               supersedes=old.lesson_id, **fields), stream=new_id),
+        Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="replaced", by=new_id),
+                stream=old.lesson_id, version=old.version + 1),
+    ]
+
+
+def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
+    old = _current(view, cmd.lesson_id, cmd.expected_version)
+    return [Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="retired:user"),
+                    stream=old.lesson_id, version=old.version + 1)]
+
+
+def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decided]:
+    old = next((r.fingerprint[cmd.component] for r in view.lessons.values()
+                if r.scope == cmd.scope and cmd.component in r.fingerprint), "")
+    return [Decided(EnvironmentChanged(scope=cmd.scope, component=cmd.component, old=old,
+                                       new=cmd.new))]
+
+
+def _reconcile(cmd: Reconcile, view: LessonView) -> list[Decided]:
+    now = occurred_ns(cmd.now)
+    rules = view.rules
+    decided = [Decided(ReconcilePassed(now=now, decay=rules.decay))]
+    survivors: dict[str, list[tuple[float, LessonRow]]] = {}
+    for row in view.lessons.values():
+        if not row.active:
+            continue
+        after = row.confidence - (rules.decay if row.in_play_epoch < view.epoch else 0.0)
+        reason = _leaves(row, after, now, rules)
+        if reason:
+            decided.append(Decided(LessonSuperseded(lesson_id=row.lesson_id, reason=reason)))
+        else:
+            survivors.setdefault(row.scope, []).append((after, row))
+    for rows in survivors.values():
+        rows.sort(key=lambda pair: (-pair[0], -pair[1].last_evidence_at, str(pair[1].lesson_id)))
+        decided += [Decided(LessonSuperseded(lesson_id=row.lesson_id, reason="cap"))
+                    for _, row in rows[rules.cap:]]
+    return decided
+
+
+def _leaves(row: LessonRow, confidence: float, now: int,
+            rules: Rules) -> Literal["decayed", "expired", ""]:
+    """Why a lesson leaves the active set at this pass, or '' when it stays."""
+    if confidence < rules.floor:
+        return "decayed"
+    days = rules.expiry_days.get(row.longevity)
+    if days is not None and now - row.last_evidence_at > days * DAY_NS:
+        return "expired"
+    return ""
+
+
+_HANDLERS: dict[type, Callable[[Any, LessonView], list[Decided]]] = {
+    ObserveOutcome: _observe, ProposeLesson: _propose, EditLesson: _edit,
+    RetireLesson: _retire, DeclareEnvironmentChange: _environment, Reconcile: _reconcile,
+}
+
+
+def occurred_ns(when: datetime | None) -> int:
+    """A command's ``occurred_at`` as nanoseconds, 0 (the ledger's clock) when absent."""
+    if when is None:
+        return 0
+    aware = when if when.tzinfo else when.replace(tzinfo=UTC)
+    return int(aware.timestamp() * 1_000_000) * 1000

@@ -1,0 +1,264 @@
+"""The Python API an agent uses: commands in, lessons out.
+
+    from lessonledger.commands import Operation, open_ledger
+
+    with open_ledger("~/.lessonledger") as ledger:
+        ledger.observe_outcome(key="task-41", project=digest, passed=True, operations=[
+            Operation(op="pytest:tests/", target="tests", ok=False, error="no conftest"),
+            Operation(op="pytest:root", target="tests", ok=True, order=1)])
+        for lesson in ledger.lessons(digest, session="s-2"):
+            print(lesson.text)
+
+Every command is appended in one transaction and then the policies run: the view folds
+the log in order and, after each triggering event, the ledger appends what the policies
+decide. A command retried with the same ``key`` writes nothing and returns the original
+receipt.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.errors import UnknownLessonError
+from lessonledger.commands.handlers import command_id, decide, occurred_ns
+from lessonledger.commands.messages import (
+    AnyCommand,
+    DeclareEnvironmentChange,
+    EditLesson,
+    ObserveOutcome,
+    ProposeLesson,
+    Reconcile,
+    RetireLesson,
+)
+from lessonledger.commands.policies import TRIGGERS, react, trigger_id
+from lessonledger.ledger.events import LessonRecalled, decode_event
+from lessonledger.ledger.ids import derived_id, new_event_id
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog, Record
+from lessonledger.ledger.submission import new_event
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.rules import Rules
+from lessonledger.projections.store import ViewStore
+
+__all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
+
+VIEW_NAME = "lessons"
+#: Save the view after folding this many events, so reopening stays quick.
+_SAVE_EVERY = 20_000
+
+
+class Receipt(msgspec.Struct, frozen=True):
+    """What a command wrote: the positions of its own events and the ids it minted."""
+
+    positions: list[int]
+    ids: dict[str, UUID] = {}
+
+
+class Ledger:
+    """One home's lesson ledger: the log, the lesson view, and the policies.
+
+    Args:
+        home: the home directory (created if missing).
+        sync: fsync every commit (default); False survives a process crash only.
+        rules: the lesson rules' figures; the defaults of DESIGN §4 when omitted.
+    """
+
+    def __init__(self, home: str | os.PathLike[str], *, sync: bool = True,
+                 rules: Rules | None = None) -> None:
+        self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
+        self.log = EventLog(self._lmdb, LOG_NAME)
+        self._store = ViewStore(self._lmdb)
+        saved = self._store.load(VIEW_NAME)
+        self.view = LessonView.load(saved[1], rules) if saved else LessonView(rules)
+        self._saved_at = self.view.position
+        self._lock = threading.RLock()
+        self.catch_up()
+
+    # -- the fold and the policies ---------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Fold every new event, running the policies after each trigger; return the head."""
+        with self._lock:
+            for record in self.log.scan(self.view.position + 1):
+                self.view.apply(record)
+                if record.envelope.type in TRIGGERS and record.payload is not None:
+                    self._react(record)
+            if self.view.position - self._saved_at >= _SAVE_EVERY:
+                self.save_view()
+            return self.view.position
+
+    def _react(self, record: Record) -> None:
+        decided = react(self.view, decode_event(cast_bytes(record.payload)), record.envelope)
+        if not decided:
+            return
+        trigger, env = trigger_id(record.envelope), record.envelope
+        ids = [derived_id(trigger, f"policy:{i}") for i in range(len(decided))]
+        if self.log.position_of(ids[0].bytes) is not None:
+            return  # decided before: by this process before a crash, or by another
+        self.log.append([
+            new_event(event, stream=eid, version=0, event_id=eid, actor="policy",
+                      principal=env.principal, session=env.session,
+                      occurred_at=env.occurred_at)
+            for eid, event in zip(ids, decided, strict=True)
+        ])
+
+    def save_view(self) -> None:
+        """Store the view with the position it reflects, in one transaction."""
+        with self._lock:
+            self._store.save(VIEW_NAME, self.view.position, self.view.dump())
+            self._saved_at = self.view.position
+
+    # -- commands --------------------------------------------------------------------
+
+    def execute(self, command: AnyCommand) -> Receipt:
+        """Check, decide and append one command's events; then run the policies.
+
+        Raises:
+            CommandError: the command is refused; nothing was written.
+            StreamConflictError: another writer changed the lesson meanwhile.
+        """
+        parent = command_id(command.key)
+        with self._lock:
+            self.catch_up()
+            done = self._receipt(parent)
+            if done is not None:
+                return done
+            decided = decide(command, self.view)
+            ids = [derived_id(parent, str(i)) for i in range(len(decided))]
+            at = occurred_ns(command.occurred_at)
+            positions = self.log.append([
+                new_event(d.event, stream=d.stream or eid, version=d.version, event_id=eid,
+                          actor=command.actor, principal=command.principal,
+                          session=command.session, occurred_at=at)
+                for eid, d in zip(ids, decided, strict=True)
+            ])
+            self.catch_up()
+            return Receipt([int(p) for p in positions], _minted(decided))
+
+    def _receipt(self, parent: UUID) -> Receipt | None:
+        """The receipt of a command already in the log, else None."""
+        positions: list[int] = []
+        while (p := self.log.position_of(derived_id(parent, str(len(positions))).bytes)):
+            positions.append(int(p))
+        if not positions:
+            return None
+        records = [self.log.read(p, limit=1)[0] for p in positions]
+        events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
+        return Receipt(positions, _minted_events(events))
+
+    def observe_outcome(self, **fields: Any) -> Receipt:
+        """Record a finished task; see :class:`ObserveOutcome` for the fields."""
+        return self.execute(msgspec.convert(fields, ObserveOutcome))
+
+    def propose_lesson(self, **fields: Any) -> Receipt:
+        """Propose a lesson; see :class:`ProposeLesson`."""
+        return self.execute(msgspec.convert(fields, ProposeLesson))
+
+    def edit_lesson(self, **fields: Any) -> Receipt:
+        """Replace a lesson's text; see :class:`EditLesson`."""
+        return self.execute(msgspec.convert(fields, EditLesson))
+
+    def retire_lesson(self, **fields: Any) -> Receipt:
+        """Retire a lesson for good; see :class:`RetireLesson`."""
+        return self.execute(msgspec.convert(fields, RetireLesson))
+
+    def declare_environment_change(self, **fields: Any) -> Receipt:
+        """Declare a changed environment component; see :class:`DeclareEnvironmentChange`."""
+        return self.execute(msgspec.convert(fields, DeclareEnvironmentChange))
+
+    def reconcile(self, **fields: Any) -> Receipt:
+        """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
+        return self.execute(msgspec.convert(fields, Reconcile))
+
+    # -- queries ---------------------------------------------------------------------
+
+    def lessons(self, project: str, *, session: str = "", record: bool = True,
+                actor: str = "agent") -> list[LessonRow]:
+        """The active lessons of a project and the global ones, strongest first.
+
+        With ``record`` (the default for agents) the ledger notes that they were put in
+        front of the agent: the usage clock moves, and they are in play for attribution
+        of this session's outcome. A person browsing passes ``record=False``.
+        """
+        with self._lock:
+            self.catch_up()
+            rows = self.view.active_for(project)
+            if record and rows:
+                self.log.append([new_event(
+                    LessonRecalled(lesson_ids=[r.lesson_id for r in rows][:1000],
+                                   project=project),
+                    stream=(eid := new_event_id()), version=0, event_id=eid, actor=actor,
+                    session=session)])
+                self.catch_up()
+            return rows
+
+    def lesson(self, lesson_id: UUID) -> LessonRow:
+        """One lesson, whatever its status."""
+        self.catch_up()
+        row = self.view.lessons.get(lesson_id)
+        if row is None:
+            raise UnknownLessonError(lesson_id)
+        return row
+
+    def history(self, lesson_id: UUID) -> list[LessonRow]:
+        """The supersede chain through a lesson, oldest first."""
+        row = self.lesson(lesson_id)
+        chain = [row]
+        while chain[0].supersedes is not None and chain[0].supersedes in self.view.lessons:
+            chain.insert(0, self.view.lessons[chain[0].supersedes])
+        while chain[-1].superseded_by is not None and chain[-1].superseded_by in self.view.lessons:
+            chain.append(self.view.lessons[chain[-1].superseded_by])
+        return chain
+
+    # -- lifetime --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Save the view and release the home."""
+        with self._lock:
+            self.save_view()
+            release(self._lmdb)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def cast_bytes(payload: bytes | None) -> bytes:
+    """A payload the caller has checked is present."""
+    assert payload is not None
+    return payload
+
+
+def _minted(decided: list[Any]) -> dict[str, UUID]:
+    return _minted_events([d.event for d in decided])
+
+
+def _minted_events(events: list[Any]) -> dict[str, UUID]:
+    ids: dict[str, UUID] = {}
+    for event in events:
+        for name in ("outcome_id", "lesson_id"):
+            value = getattr(event, name, None)
+            if value is not None and name not in ids and event.__struct_config__.tag in (
+                    "outcome.observed", "lesson.proposed"):
+                ids[name] = value
+    return ids
+
+
+@contextmanager
+def open_ledger(home: str | os.PathLike[str], **options: Any) -> Iterator[Ledger]:
+    """Open a home's ledger for the length of a ``with`` block."""
+    ledger = Ledger(home, **options)
+    try:
+        yield ledger
+    finally:
+        ledger.close()

@@ -1,0 +1,138 @@
+"""The commands an agent, a person or a tool sends: strict msgspec Structs.
+
+Each carries ``key``, an idempotency key chosen by the caller: running the same command
+again (after a timeout, a crash, a retry) writes nothing new and returns the original
+positions. ``lessonledger publish`` reads these as JSON lines, one object per line, with
+``"command"`` naming which.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+import msgspec
+from lessonledger.ledger.events import (
+    Key,
+    LessonKind,
+    Longevity,
+    Operation,
+    Scope,
+    Signal,
+    Text,
+)
+from msgspec import Meta, Struct
+
+__all__ = [
+    "AnyCommand",
+    "DeclareEnvironmentChange",
+    "EditLesson",
+    "ObserveOutcome",
+    "Operation",
+    "ProposeLesson",
+    "Reconcile",
+    "RetireLesson",
+    "decode_command",
+]
+
+IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
+Label = Annotated[str, Meta(max_length=200)]
+
+
+class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+               tag_field="command"):
+    """Fields every command has."""
+
+    key: IdempotencyKey
+    actor: Label = "agent"
+    principal: Label = ""
+    session: Label = ""
+    #: When it happened by the caller's clock; the ledger's clock when omitted. Lets a
+    #: scripted agent or a test replay a month in a second.
+    occurred_at: datetime | None = None
+
+
+class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome"):
+    """A task ended: how it was judged, what was tried, and which lessons were in front."""
+
+    project: Scope
+    task: Text = ""
+    passed: bool
+    signal: Signal = "verification"
+    operations: Annotated[list[Operation], Meta(max_length=500)] = []
+    in_play: Annotated[list[UUID], Meta(max_length=1000)] = []
+    #: The environment it ran in (tool versions, schema hashes, …); lessons learned
+    #: from it are bound to these values.
+    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+
+
+class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
+    """A lesson from an extractor, the model, or a person, citing the outcomes behind it.
+
+    Without evidence it is stored as ``claimed`` and never recalled until confirmed.
+    """
+
+    project: Scope
+    text: Annotated[str, Meta(min_length=1, max_length=2000)]
+    kind: LessonKind
+    avoid_op: Annotated[str, Meta(max_length=512)] = ""
+    prefer_op: Annotated[str, Meta(max_length=512)] = ""
+    target: Key
+    source: Literal["extractor", "model", "user"] = "extractor"
+    longevity: Longevity = "ongoing"
+    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    evidence: Annotated[list[UUID], Meta(max_length=1000)] = []
+
+    def __post_init__(self) -> None:
+        need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
+                "do": ("prefer_op",)}[self.kind]
+        missing = [name for name in need if not getattr(self, name)]
+        if missing:
+            msg = f"a {self.kind!r} lesson needs {' and '.join(missing)}"
+            raise ValueError(msg)
+
+
+class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):
+    """Replace a lesson's text: a new lesson supersedes the old, which stays in history."""
+
+    lesson_id: UUID
+    text: Annotated[str, Meta(min_length=1, max_length=2000)]
+    expected_version: Annotated[int, Meta(ge=0)] | None = None
+
+
+class RetireLesson(_Command, frozen=True, kw_only=True, tag="retire_lesson"):
+    """A person retires a lesson; it is never re-learned from the same evidence."""
+
+    lesson_id: UUID
+    reason: Text = ""
+    expected_version: Annotated[int, Meta(ge=0)] | None = None
+
+
+class DeclareEnvironmentChange(_Command, frozen=True, kw_only=True,
+                               tag="declare_environment_change"):
+    """A fingerprint component (tool version, schema hash, …) changed in a scope."""
+
+    scope: Scope
+    component: Annotated[str, Meta(min_length=1, max_length=200)]
+    new: Annotated[str, Meta(max_length=512)]
+
+
+class Reconcile(_Command, frozen=True, kw_only=True, tag="reconcile"):
+    """The time-driven pass: decay, expiry and caps, as of an explicit ``now``."""
+
+    now: datetime
+
+
+AnyCommand = (
+    ObserveOutcome | ProposeLesson | EditLesson | RetireLesson | DeclareEnvironmentChange
+    | Reconcile
+)
+
+_json = msgspec.json.Decoder(AnyCommand)
+
+
+def decode_command(line: bytes | str) -> AnyCommand:
+    """Decode one JSON command; raises ``msgspec.ValidationError`` naming the field."""
+    return _json.decode(line)
+

@@ -1,0 +1,187 @@
+"""Decisions the ledger makes by itself when events arrive (DESIGN §2, §4).
+
+Each policy is a pure function of the lesson view as it stood right after the triggering
+event was folded in, and returns the events to append. The processor gives those events
+ids derived from the trigger's id, so running a policy twice (after a crash, or in two
+processes at once) writes nothing twice: every process that folds the same log prefix
+decides the same events with the same ids.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.events import (
+    AnyEvent,
+    LessonConfirmed,
+    LessonContradicted,
+    LessonDemoted,
+    LessonPromoted,
+    LessonProposed,
+    LessonSuperseded,
+    Operation,
+    OutcomeObserved,
+)
+from lessonledger.ledger.ids import derived_id
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.rules import looks_transient
+
+__all__ = ["TRIGGERS", "react", "trigger_id", "verdict"]
+
+#: Event types a policy reacts to.
+TRIGGERS = frozenset({"outcome.observed", "lesson.proposed"})
+
+
+def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEvent]:
+    """Return what the ledger decides in reaction to ``event``."""
+    match event:
+        case OutcomeObserved():
+            decided = _attribute(view, event, envelope.session)
+            if event.passed:
+                decided += _learn(view, event, envelope, decided)
+            return decided
+        case LessonProposed():
+            return _promote(view, view.lessons[event.lesson_id])
+        case _:
+            return []
+
+
+def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
+    """Judge a lesson by operations: True confirms, False contradicts, None: not exercised.
+
+    ``prefer B over A`` predicts B succeeds and A fails; ``avoid A`` that A fails; ``do
+    B`` that B succeeds. For a lesson learned from a transient-looking failure only the
+    avoided operation counts: failing again supports it, succeeding refutes it; the
+    detour succeeding proves nothing.
+    """
+    held: list[bool] = []
+    tentative = row.longevity == "tentative"
+    for op in operations:
+        if op.target != row.target:
+            continue
+        if op.op == row.avoid_op and row.kind in ("prefer", "avoid"):
+            held.append(not op.ok)
+        elif op.op == row.prefer_op and row.kind in ("prefer", "do") and not tentative:
+            held.append(op.ok)
+    if not held:
+        return None
+    return all(held)
+
+
+def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[LessonRow]:
+    ids = dict.fromkeys([*event.in_play, *view.recalled_in(session)])
+    rows = [view.lessons[i] for i in ids if i in view.lessons]
+    # A tentative lesson is tested by any outcome that exercises it: that is how an
+    # unlucky blip is told from a real trap.
+    rows += [r for r in view.active_for(event.project)
+             if r.longevity == "tentative" and r.lesson_id not in ids]
+    return [r for r in rows if r.active or r.status == "claimed"]
+
+
+def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[AnyEvent]:
+    decided: list[AnyEvent] = []
+    rules = view.rules
+    for row in _in_play(view, event, session):
+        held = verdict(row, event.operations)
+        if held is None or (row.scope not in (event.project, "global")):
+            continue
+        if held:
+            decided.append(LessonConfirmed(
+                lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
+            continue
+        decided.append(LessonContradicted(
+            lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
+        if row.scope == "global" and event.project not in row.projects and row.projects:
+            decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
+                                         outcome_id=event.outcome_id))
+        if row.confidence + rules.contradict < rules.floor:
+            decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="decayed"))
+    return decided
+
+
+def _pairs(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
+    """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal."""
+    ordered = sorted(operations, key=lambda o: o.order)
+    found: dict[tuple[str, str, str], tuple[Operation, Operation]] = {}
+    for i, failed in enumerate(ordered):
+        if failed.ok:
+            continue
+        for later in ordered[i + 1:]:
+            if later.ok and later.target == failed.target and later.op != failed.op:
+                found.setdefault((failed.op, later.op, failed.target), (failed, later))
+                break
+    return list(found.values())
+
+
+def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
+    return any(r.status == "retired" and set(evidence) <= set(r.evidence)
+               for r in view.lessons.values())
+
+
+def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
+           decided: list[AnyEvent]) -> list[AnyEvent]:
+    learned: list[AnyEvent] = []
+    touched = {getattr(d, "lesson_id", None) for d in decided}
+    for failed, worked in _pairs(event.operations):
+        same = ("prefer", failed.op, worked.op, failed.target)
+        known = [r for r in view.active_for(event.project) if r.same_as == same]
+        if known:
+            if known[0].lesson_id not in touched:
+                learned.append(LessonConfirmed(lesson_id=known[0].lesson_id,
+                                               outcome_id=event.outcome_id,
+                                               project=event.project))
+            continue
+        if _retired_covers(view, [event.outcome_id]):
+            continue
+        transient = looks_transient(failed.error)
+        lesson_id = derived_id(trigger_id(envelope), "|".join(same))
+        # The world flipped: the lesson this outcome just contradicted said the opposite.
+        # The new lesson replaces it, so the chain shows both the old and new evidence.
+        reverse = ("prefer", worked.op, failed.op, failed.target)
+        stale = next((r for r in view.active_for(event.project) if r.same_as == reverse
+                      and r.lesson_id in touched), None)
+        learned.append(LessonProposed(
+            lesson_id=lesson_id,
+            text=f"Prefer `{worked.op}` over `{failed.op}` for {failed.target}"
+                 + (f" ({failed.error})" if failed.error else ""),
+            kind="prefer", avoid_op=failed.op, prefer_op=worked.op, target=failed.target,
+            scope=event.project, source="loop",
+            derivation="hypothesis" if transient else "direct",
+            longevity="tentative" if transient else "ongoing",
+            fingerprint=dict(event.fingerprint), evidence=[event.outcome_id],
+            confidence=view.rules.start_loop,
+            supersedes=stale.lesson_id if stale else None,
+        ))
+        if stale is not None:
+            learned.append(LessonSuperseded(lesson_id=stale.lesson_id, reason="replaced",
+                                            by=lesson_id))
+    return learned
+
+
+def trigger_id(envelope: Envelope) -> UUID:
+    """The trigger's event id as a UUID (positions stand in when a publisher gave none)."""
+    if envelope.event_id:
+        return UUID(bytes=envelope.event_id)
+    return UUID(int=envelope.position)
+
+
+def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
+    """A second project learned an equivalent lesson: one global lesson absorbs both."""
+    if not new.active or new.scope == "global" or new.longevity == "tentative":
+        return []
+    for other in view.lessons.values():
+        if other is new or not other.active or other.same_as != new.same_as \
+                or other.longevity == "tentative" or other.scope == new.scope:
+            continue
+        if other.scope == "global":
+            return [LessonSuperseded(lesson_id=new.lesson_id, reason="replaced",
+                                     by=other.lesson_id),
+                    *(LessonConfirmed(lesson_id=other.lesson_id, outcome_id=o,
+                                      project=new.scope) for o in new.evidence[:1])]
+        return [
+            LessonPromoted(lesson_id=other.lesson_id, projects=[other.scope, new.scope],
+                           merged=[new.lesson_id]),
+            LessonSuperseded(lesson_id=new.lesson_id, reason="replaced", by=other.lesson_id),
+        ]
+    return []

@@ -1,0 +1,328 @@
+"""The lesson view: status, confidence, clocks, evidence and history of every lesson.
+
+A fold over the log and nothing else: it reads events in position order and never
+decides (the policies in ``commands`` decide, and write what they decide as events).
+So the view rebuilt from position 0 equals the view kept incrementally, and every figure
+it holds is explained by the moves it lists.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+import msgspec
+from lessonledger.ledger.events import (
+    AnyEvent,
+    EnvironmentChanged,
+    LessonConfirmed,
+    LessonContradicted,
+    LessonDemoted,
+    LessonPromoted,
+    LessonProposed,
+    LessonRecalled,
+    LessonSuperseded,
+    Operation,
+    OutcomeObserved,
+    ReconcilePassed,
+    decode_event,
+)
+from lessonledger.ledger.log import Record
+from lessonledger.projections.rules import Rules
+
+__all__ = ["ACTIVE", "LessonRow", "LessonView", "Move", "OutcomeRow", "Status"]
+
+Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expired"]
+#: Statuses that recall and attribution consider.
+ACTIVE: frozenset[str] = frozenset({"trial", "trusted"})
+
+
+class Move(msgspec.Struct, frozen=True, array_like=True):
+    """One event that changed a lesson: where, what, and the confidence after it."""
+
+    position: int
+    type: str
+    confidence: float
+    outcome: UUID | None = None
+    note: str = ""
+
+
+class LessonRow(msgspec.Struct, kw_only=True):
+    """A lesson as the log has made it."""
+
+    lesson_id: UUID
+    text: str
+    kind: str
+    avoid_op: str
+    prefer_op: str
+    target: str
+    scope: str
+    origin: str
+    source: str
+    derivation: str
+    longevity: str
+    fingerprint: dict[str, str]
+    evidence: list[UUID]
+    confidence: float
+    status: Status
+    created_at: int
+    last_evidence_at: int
+    last_used_at: int = 0
+    projects: list[str] = []
+    sessions: list[str] = []
+    recent: list[bool] = []
+    in_play_epoch: int = 0
+    supersedes: UUID | None = None
+    superseded_by: UUID | None = None
+    reason: str = ""
+    version: int = 0
+    moves: list[Move] = []
+
+    @property
+    def active(self) -> bool:
+        """True while the lesson is trial or trusted."""
+        return self.status in ACTIVE
+
+    @property
+    def same_as(self) -> tuple[str, str, str, str]:
+        """What makes two lessons the same lesson, wherever learned."""
+        return (self.kind, self.avoid_op, self.prefer_op, self.target)
+
+
+class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
+    """An observed outcome, as far as lessons need it."""
+
+    outcome_id: UUID
+    project: str
+    session: str
+    passed: bool
+    operations: list[Operation]
+    at: int
+
+
+class _State(msgspec.Struct, kw_only=True):
+    position: int = 0
+    epoch: int = 0
+    lessons: dict[UUID, LessonRow] = {}
+    outcomes: dict[UUID, OutcomeRow] = {}
+    recalled: dict[str, list[UUID]] = {}
+
+
+_state_encoder = msgspec.msgpack.Encoder()
+_state_decoder = msgspec.msgpack.Decoder(_State)
+
+
+class LessonView:
+    """Folds lesson and outcome events into rows; queries read the rows."""
+
+    def __init__(self, rules: Rules | None = None) -> None:
+        self.rules = rules or Rules()
+        self._s = _State()
+
+    # -- persistence -----------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        """The last log position folded in."""
+        return self._s.position
+
+    def dump(self) -> bytes:
+        """The whole state as bytes: views folded from the same log dump the same bytes."""
+        return _state_encoder.encode(self._s)
+
+    @classmethod
+    def load(cls, data: bytes, rules: Rules | None = None) -> LessonView:
+        """Restore a view from :meth:`dump`'s bytes."""
+        view = cls(rules)
+        view._s = _state_decoder.decode(data)
+        return view
+
+    # -- queries ----------------------------------------------------------------------
+
+    @property
+    def lessons(self) -> dict[UUID, LessonRow]:
+        """Every lesson ever proposed, by id."""
+        return self._s.lessons
+
+    @property
+    def outcomes(self) -> dict[UUID, OutcomeRow]:
+        """Every observed outcome, by id."""
+        return self._s.outcomes
+
+    @property
+    def epoch(self) -> int:
+        """How many reconcile passes have run."""
+        return self._s.epoch
+
+    def active_for(self, project: str) -> list[LessonRow]:
+        """Active lessons a project may see: its own and global ones, strongest first."""
+        rows = [r for r in self._s.lessons.values()
+                if r.active and r.scope in (project, "global")]
+        return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, str(r.lesson_id)))
+
+    def recalled_in(self, session: str) -> list[UUID]:
+        """Lessons put in front of an agent in this session."""
+        return self._s.recalled.get(session, [])
+
+    # -- the fold ---------------------------------------------------------------------
+
+    def apply(self, record: Record) -> None:
+        """Fold one record in; records must come in position order."""
+        envelope = record.envelope
+        self._s.position = envelope.position
+        if record.payload is None:
+            return  # an erased body: the erasure's own event says what to forget
+        try:
+            event = decode_event(record.payload)
+        except msgspec.DecodeError:
+            return  # not a lesson event (an eventsourcing application's, say)
+        self._fold(event, envelope.position, envelope.occurred_at, envelope.session)
+        # A lesson's version is the last version on its own stream: what an edit or a
+        # retirement must name to change it, so concurrent changes conflict.
+        row = self._s.lessons.get(getattr(event, "lesson_id", None))  # type: ignore[arg-type]
+        if row is not None and envelope.stream_id == row.lesson_id:
+            row.version = envelope.version
+
+    def _fold(self, event: AnyEvent, position: int, at: int, session: str) -> None:
+        match event:
+            case OutcomeObserved():
+                self._s.outcomes[event.outcome_id] = OutcomeRow(
+                    outcome_id=event.outcome_id, project=event.project, session=session,
+                    passed=event.passed, operations=event.operations, at=at)
+                for lesson_id in event.in_play:
+                    self._touch(lesson_id)
+            case LessonProposed():
+                self._propose(event, position, at)
+            case LessonConfirmed():
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=True)
+            case LessonContradicted():
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=False)
+            case LessonSuperseded():
+                self._supersede(event, position)
+            case LessonPromoted():
+                self._promote(event, position)
+            case LessonDemoted():
+                row = self._s.lessons.get(event.lesson_id)
+                if row is not None:
+                    row.scope = event.to_scope
+                    self._move(row, position, "lesson.demoted", event.outcome_id,
+                               f"to {event.to_scope}")
+            case LessonRecalled():
+                self._recall(event, session, at)
+            case EnvironmentChanged():
+                self._environment(event, position)
+            case ReconcilePassed():
+                self._reconcile(event, position)
+            case _:
+                pass
+
+    def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
+              note: str = "") -> None:
+        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
+
+    def _propose(self, event: LessonProposed, position: int, at: int) -> None:
+        cited = [o for o in event.evidence if o in self._s.outcomes]
+        row = LessonRow(
+            lesson_id=event.lesson_id, text=event.text, kind=event.kind,
+            avoid_op=event.avoid_op, prefer_op=event.prefer_op, target=event.target,
+            scope=event.scope, origin=event.scope, source=event.source,
+            derivation=event.derivation, longevity=event.longevity,
+            fingerprint=dict(event.fingerprint), evidence=list(event.evidence),
+            confidence=event.confidence, status="trial" if cited else "claimed",
+            created_at=at, last_evidence_at=at, supersedes=event.supersedes,
+            projects=[event.scope] if cited else [], in_play_epoch=self._s.epoch,
+            sessions=sorted({self._s.outcomes[o].session for o in cited}),
+        )
+        self._s.lessons[event.lesson_id] = row
+        self._move(row, position, "lesson.proposed", cited[0] if cited else None, event.source)
+
+    def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
+                   position: int, at: int, *, confirmed: bool) -> None:
+        row = self._s.lessons.get(lesson_id)
+        if row is None:
+            return
+        rules = self.rules
+        step = rules.confirm if confirmed else rules.contradict
+        row.confidence = min(1.0, max(0.0, row.confidence + step))
+        row.recent = [*row.recent, confirmed][-rules.cluster_window:]
+        if confirmed:
+            row.last_evidence_at = at
+            if outcome_id not in row.evidence:
+                row.evidence.append(outcome_id)
+            if project not in row.projects:
+                row.projects.append(project)
+            if session and session not in row.sessions:
+                row.sessions.append(session)
+            if row.status == "claimed":
+                row.status = "trial"
+            if row.status == "trial" and len(row.sessions) >= rules.trusted_sessions:
+                row.status = "trusted"
+        elif row.status == "trusted" and row.recent.count(False) >= rules.cluster:
+            row.status = "trial"
+            row.sessions = []
+        kind = "lesson.confirmed" if confirmed else "lesson.contradicted"
+        self._move(row, position, kind, outcome_id, project)
+
+    def _supersede(self, event: LessonSuperseded, position: int) -> None:
+        row = self._s.lessons.get(event.lesson_id)
+        if row is None:
+            return
+        statuses: dict[str, Status] = {"retired:user": "retired", "expired": "expired"}
+        row.status = statuses.get(event.reason, "superseded")
+        row.superseded_by = event.by
+        row.reason = event.reason
+        self._move(row, position, "lesson.superseded", None, event.reason)
+
+    def _promote(self, event: LessonPromoted, position: int) -> None:
+        row = self._s.lessons.get(event.lesson_id)
+        if row is None:
+            return
+        row.scope = "global"
+        for project in event.projects:
+            if project not in row.projects:
+                row.projects.append(project)
+        for merged_id in event.merged:
+            merged = self._s.lessons.get(merged_id)
+            if merged is None:
+                continue
+            row.evidence += [o for o in merged.evidence if o not in row.evidence]
+            row.sessions += [s for s in merged.sessions if s not in row.sessions]
+            row.confidence = max(row.confidence, merged.confidence)
+        if row.status == "trial" and len(row.sessions) >= self.rules.trusted_sessions:
+            row.status = "trusted"
+        self._move(row, position, "lesson.promoted", None, ",".join(event.projects))
+
+    def _touch(self, lesson_id: UUID) -> None:
+        row = self._s.lessons.get(lesson_id)
+        if row is not None:
+            row.in_play_epoch = self._s.epoch
+
+    def _recall(self, event: LessonRecalled, session: str, at: int) -> None:
+        seen = self._s.recalled.setdefault(session, [])
+        for lesson_id in event.lesson_ids:
+            row = self._s.lessons.get(lesson_id)
+            if row is not None:
+                row.last_used_at = at  # the usage clock only: never evidence or expiry
+                self._touch(lesson_id)
+            if lesson_id not in seen:
+                seen.append(lesson_id)
+
+    def _environment(self, event: EnvironmentChanged, position: int) -> None:
+        for row in self._s.lessons.values():
+            bound = row.fingerprint.get(event.component)
+            if row.status == "trusted" and row.scope == event.scope and bound is not None \
+                    and bound != event.new:
+                row.status = "trial"
+                row.sessions = []
+                self._move(row, position, "environment.changed", None,
+                           f"{event.component}: {bound} -> {event.new}")
+
+    def _reconcile(self, event: ReconcilePassed, position: int) -> None:
+        for row in self._s.lessons.values():
+            # In play during this epoch (recalled, listed, or new) means no decay.
+            if row.active and row.in_play_epoch < self._s.epoch:
+                row.confidence = max(0.0, row.confidence - event.decay)
+                self._move(row, position, "reconcile.passed", None, f"-{event.decay}")
+        self._s.epoch += 1

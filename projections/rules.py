@@ -1,0 +1,64 @@
+"""The lesson rules' constants (DESIGN §4), as one configuration object with the defaults.
+
+The view's arithmetic and the policies' thresholds both read these, so changing a
+figure changes it everywhere, and a rebuilt view agrees with the policies that ran.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+__all__ = ["DAY_NS", "Rules", "looks_transient"]
+
+DAY_NS = 86_400 * 10**9
+
+
+class Rules(msgspec.Struct, frozen=True, kw_only=True):
+    """The figures of the lesson lifecycle.
+
+    Attributes:
+        start_loop: starting confidence of a lesson the loop derived mechanically.
+        start_extractor: of one an extractor (or a person) proposed with evidence.
+        start_claim: of a claim: the model's own, or any lesson without evidence.
+        confirm: added per attributed confirmation.
+        contradict: added per attributed contradiction (negative).
+        decay: lost per reconcile pass in which the lesson was not in play.
+        floor: below this a lesson is superseded by ``decayed``.
+        trusted_sessions: distinct confirming sessions that make a trial lesson trusted.
+        cluster: contradictions among the last ``cluster_window`` attributions that
+            send a trusted lesson back to trial.
+        expiry_days: days without fresh evidence after which a lesson of that longevity
+            expires; absent means never by age.
+        cap: most active lessons per project scope, and in the global scope.
+    """
+
+    start_loop: float = 0.5
+    start_extractor: float = 0.4
+    start_claim: float = 0.3
+    confirm: float = 0.15
+    contradict: float = -0.25
+    decay: float = 0.02
+    floor: float = 0.2
+    trusted_sessions: int = 3
+    cluster: int = 2
+    cluster_window: int = 3
+    expiry_days: dict[str, int] = msgspec.field(
+        default_factory=lambda: {"tentative": 30, "ongoing": 90}
+    )
+    cap: int = 200
+
+
+# Timeouts, resets, refused connections, rate limits and 5xx: the world blinked, the
+# operation may well be right.
+_TRANSIENT = re.compile(
+    r"time[d ]?\s?out|timeout|reset|refused|rate.?limit|too many requests|\b429\b|\b5\d\d\b"
+    r"|temporar|unavailable|try again|econn|etimedout|eai_again|broken pipe",
+    re.IGNORECASE,
+)
+
+
+def looks_transient(error: str) -> bool:
+    """True when an error signature looks like a passing failure, not a wrong approach."""
+    return bool(_TRANSIENT.search(error))
