@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from hashlib import sha256
 from typing import Any, Literal
 from uuid import UUID
 
@@ -56,8 +57,12 @@ class Decided(msgspec.Struct, frozen=True):
 
 
 def command_id(key: str) -> UUID:
-    """The id every event of the command with this idempotency key derives from."""
-    return derived_id(_NAMESPACE, key)
+    """The id every event of the command with this idempotency key derives from.
+
+    A hash of the key, so a retry derives the same ids; unlike ids minted fresh it
+    cannot be time-ordered, since a retry may come at any time.
+    """
+    return UUID(bytes=sha256(_NAMESPACE.bytes + key.encode()).digest()[:16], version=4)
 
 
 def decide(command: AnyCommand, view: LessonView) -> list[Decided]:

@@ -17,6 +17,7 @@ import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
+from lessonledger.ops import lesson_commands
 from lessonledger.ops.config import HOME_ENV, default_home, open_log
 from lessonledger.ops.render import record_json, record_line
 
@@ -157,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     stats.set_defaults(run=_cmd_stats)
     sub.add_parser("demo", help="record a small agent story and show it").set_defaults(
         run=_cmd_demo)
+    lesson_commands.register(sub, _Parser)
     bench = sub.add_parser("bench", help="measure against baselines in the same run")
     which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
                                  parser_class=_Parser)

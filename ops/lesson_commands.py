@@ -1,0 +1,289 @@
+"""``lessonledger lessons …``, ``publish``, ``rebuild`` and ``reconcile``.
+
+People read and change lessons here; tools publish commands as JSON lines. Browsing
+never counts as a recall: only an agent's query moves a lesson's usage clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.ledger import VIEW_NAME, Ledger
+from lessonledger.commands.messages import (
+    AnyCommand,
+    EditLesson,
+    Reconcile,
+    RetireLesson,
+    decode_command,
+)
+from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ops.config import sync_setting
+from lessonledger.ops.render import timestamp
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.store import ViewStore
+
+__all__ = ["register"]
+
+
+@contextmanager
+def _ledger(home: Path) -> Iterator[Ledger]:
+    if not (home / "LESSONLEDGER").exists():
+        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
+        raise LedgerConfigError(msg)
+    ledger = Ledger(home, sync=sync_setting())
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def _find(ledger: Ledger, text: str) -> UUID:
+    """A lesson id from its full form or a unique prefix of it."""
+    matches = [i for i in ledger.view.lessons if str(i).startswith(text.lower())]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
+    else:
+        msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
+    raise LedgerConfigError(msg)
+
+
+def _row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(row)
+    data["created_at"] = timestamp(row.created_at)
+    data["last_evidence_at"] = timestamp(row.last_evidence_at)
+    data["last_used_at"] = timestamp(row.last_used_at) if row.last_used_at else None
+    if not moves:
+        del data["moves"]
+    return data
+
+
+def _line(row: LessonRow) -> str:
+    return (f"{str(row.lesson_id)[:18]}  {row.status:<10} {row.confidence:4.2f}  "
+            f"{row.scope[:12]:<12}  {row.text}")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    with _ledger(args.home) as ledger:
+        ledger.catch_up()
+        rows = sorted(ledger.view.lessons.values(),
+                      key=lambda r: (not r.active, -r.confidence, str(r.lesson_id)))
+        rows = [r for r in rows if (args.all or r.active or r.status == "claimed")
+                and (args.project is None or r.scope in (args.project, "global"))]
+    for row in rows:
+        if args.json:
+            _print_json(_row_json(row))
+        else:
+            print(_line(row))
+    if not args.json and not rows:
+        print("no lessons yet" + ("" if args.all else " (--all shows retired and superseded)"))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    with _ledger(args.home) as ledger:
+        ledger.catch_up()
+        row = ledger.lesson(_find(ledger, args.lesson))
+    if args.json:
+        _print_json(_row_json(row, moves=True))
+        return 0
+    print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
+    print(f"  {row.text}")
+    print(f"  {row.kind}: avoid {row.avoid_op or '-'}  prefer {row.prefer_op or '-'}  "
+          f"on {row.target}  scope {row.scope}  ({row.source}, {row.longevity})")
+    print(f"  evidence: {', '.join(str(e) for e in row.evidence) or 'none (a claim)'}")
+    print(f"  last evidence {timestamp(row.last_evidence_at)}; last used "
+          f"{timestamp(row.last_used_at) if row.last_used_at else 'never'}")
+    print("  what moved it:")
+    for move in row.moves:
+        cited = f" outcome {move.outcome}" if move.outcome else ""
+        print(f"    @{move.position:<8} {move.type:<20} -> {move.confidence:.2f}{cited} "
+              f"{move.note}")
+    return 0
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    with _ledger(args.home) as ledger:
+        ledger.catch_up()
+        chain = ledger.history(_find(ledger, args.lesson))
+    if args.json:
+        _print_json([_row_json(r) for r in chain])
+        return 0
+    for row in chain:
+        why = f"superseded ({row.reason}) by {row.superseded_by}" if row.superseded_by \
+            else row.reason or row.status
+        print(_line(row))
+        print(f"    evidence {', '.join(str(e) for e in row.evidence) or 'none'}; {why}")
+    return 0
+
+
+def _run(args: argparse.Namespace, command: AnyCommand) -> int:
+    with _ledger(args.home) as ledger:
+        receipt = ledger.execute(command)
+    if args.json:
+        _print_json(receipt)
+    else:
+        print(f"written at positions {receipt.positions}"
+              + "".join(f"; {k} {v}" for k, v in receipt.ids.items()))
+    return 0
+
+
+def _cmd_edit(args: argparse.Namespace) -> int:
+    with _ledger(args.home) as ledger:
+        ledger.catch_up()
+        lesson_id = _find(ledger, args.lesson)
+    key = args.key or f"edit:{lesson_id}:{time.time_ns()}"
+    return _run(args, EditLesson(key=key, lesson_id=lesson_id, text=args.text, actor="user",
+                                 expected_version=args.expected_version))
+
+
+def _cmd_retire(args: argparse.Namespace) -> int:
+    with _ledger(args.home) as ledger:
+        ledger.catch_up()
+        lesson_id = _find(ledger, args.lesson)
+    key = args.key or f"retire:{lesson_id}:{time.time_ns()}"
+    return _run(args, RetireLesson(key=key, lesson_id=lesson_id, reason=args.reason,
+                                   actor="user", expected_version=args.expected_version))
+
+
+def _cmd_reconcile(args: argparse.Namespace) -> int:
+    now = args.now or datetime.now(UTC)
+    return _run(args, Reconcile(key=args.key or f"reconcile:{now.isoformat()}", now=now,
+                                actor="operator"))
+
+
+def _commands(stream: IO[str]) -> list[AnyCommand]:
+    """Every command of a JSON-lines stream, all checked before any runs."""
+    commands = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            commands.append(decode_command(line))
+        except msgspec.DecodeError as e:
+            msg = f"line {number}: {e}; nothing was published"
+            raise InvalidCommandError(msg, f"line {number}") from e
+    return commands
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        commands = _commands(sys.stdin)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                commands = _commands(f)
+        except OSError as e:
+            msg = f"cannot read {args.file}: {e.strerror}"
+            raise LedgerConfigError(msg) from e
+    with _ledger(args.home) as ledger:
+        for command in commands:
+            receipt = ledger.execute(command)
+            _print_json({"key": command.key, **msgspec.to_builtins(receipt)})
+    return 0
+
+
+def _cmd_rebuild(args: argparse.Namespace) -> int:
+    if not (args.home / "LESSONLEDGER").exists():
+        msg = f"no ledger at {args.home}; run `lessonledger init --home {args.home}`"
+        raise LedgerConfigError(msg)
+    home = acquire(str(args.home), sync=sync_setting())
+    try:
+        log, store, view = EventLog(home, LOG_NAME), ViewStore(home), LessonView()
+        head = log.head()
+        show = _progress_bar(f"rebuild {args.view}", head)
+        for record in log.scan():
+            view.apply(record)
+            if record.envelope.position % 5000 == 0:
+                show(record.envelope.position)
+        show(head)
+        store.drop(VIEW_NAME)
+        store.save(VIEW_NAME, view.position, view.dump())
+    finally:
+        release(home)
+    print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
+    return 0
+
+
+def _progress_bar(label: str, total: int) -> Callable[[int], None]:
+    def show(done: int) -> None:
+        if not sys.stderr.isatty():
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{done:,}/{total:,}{end}")
+
+    return show
+
+
+def _when(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as e:
+        msg = f"expected an ISO 8601 time such as 2026-11-29T12:00:00Z, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from e
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add the lesson commands to the CLI's sub-parsers."""
+    lessons = sub.add_parser("lessons", help="list, show, trace, edit and retire lessons")
+    which = lessons.add_subparsers(dest="lessons", required=True, metavar="ACTION",
+                                   parser_class=parser_class)
+    ls = which.add_parser("list", help="active lessons (and claims), strongest first")
+    ls.add_argument("--project", help="only this project digest (and global lessons)")
+    ls.add_argument("--all", action="store_true", help="include superseded and retired")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    ls.set_defaults(run=_cmd_list)
+    for name, run, about in (
+        ("show", _cmd_show, "one lesson: its confidence and the events that moved it"),
+        ("history", _cmd_history, "the supersede chain through a lesson, and why"),
+    ):
+        p = which.add_parser(name, help=about)
+        p.add_argument("lesson", help="lesson id, or a unique prefix of it")
+        p.add_argument("--json", action="store_true", help="print as JSON")
+        p.set_defaults(run=run)
+    edit = which.add_parser("edit", help="replace a lesson's text (the old one stays in history)")
+    edit.add_argument("lesson", help="lesson id, or a unique prefix of it")
+    edit.add_argument("--text", required=True, help="the new text")
+    retire = which.add_parser("retire", help="retire a lesson; it is never re-learned")
+    retire.add_argument("lesson", help="lesson id, or a unique prefix of it")
+    retire.add_argument("--reason", default="", help="why, for the record")
+    for p, run in ((edit, _cmd_edit), (retire, _cmd_retire)):
+        p.add_argument("--expected-version", type=int, default=None, metavar="N",
+                       help="refuse if the lesson changed since you saw version N")
+        p.add_argument("--key", help="idempotency key (default: a fresh one)")
+        p.add_argument("--json", action="store_true", help="print the receipt as JSON")
+        p.set_defaults(run=run)
+    publish = sub.add_parser("publish", help="run commands given as JSON lines (see README)")
+    publish.add_argument("file", nargs="?", default="-", help="a file, or - for stdin")
+    publish.set_defaults(run=_cmd_publish)
+    rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
+    rebuild.add_argument("view", nargs="?", default="lessons", choices=["lessons"],
+                         help="which view (default: lessons)")
+    rebuild.set_defaults(run=_cmd_rebuild)
+    reconcile = sub.add_parser("reconcile", help="run decay, expiry and caps as of a time")
+    reconcile.add_argument("--now", type=_when, default=None,
+                           help="as of this ISO time (default: the current time)")
+    reconcile.add_argument("--key", help="idempotency key (default: derived from --now)")
+    reconcile.add_argument("--json", action="store_true", help="print the receipt as JSON")
+    reconcile.set_defaults(run=_cmd_reconcile)
