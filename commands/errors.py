@@ -10,6 +10,7 @@ __all__ = [
     "CommandError",
     "CredentialError",
     "EvidenceError",
+    "InactiveLessonError",
     "InvalidCommandError",
     "RetiredEvidenceError",
     "StaleVersionError",
@@ -68,6 +69,18 @@ class UnknownLessonError(CommandError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class InactiveLessonError(CommandError):
+    """The lesson was superseded, retired or expired: only a live lesson is changed."""
+
+    def __init__(self, lesson_id: UUID, status: str, successor: UUID | None) -> None:
+        then = f"; change its successor {successor}" if successor else ""
+        msg = f"lesson {lesson_id} is {status} and stays as history{then}"
+        super().__init__(msg)
+        self.lesson_id = lesson_id
+        self.status = status
+        self.successor = successor
 
 
 class StaleVersionError(CommandError):

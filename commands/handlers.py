@@ -7,7 +7,7 @@ the command's idempotency key, so a retried command writes nothing new.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from hashlib import sha256
 from typing import Any, Literal
@@ -16,6 +16,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.errors import (
     EvidenceError,
+    InactiveLessonError,
     RetiredEvidenceError,
     StaleVersionError,
     UnknownLessonError,
@@ -41,7 +42,7 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.rules import DAY_NS, Rules
+from lessonledger.projections.rules import DAY_NS, Rules, clamp
 
 __all__ = ["Decided", "command_id", "decide", "occurred_ns"]
 
@@ -71,10 +72,23 @@ def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
     return handler(command, view)
 
 
+def _refuse(fields: Iterable[tuple[str, str]]) -> None:
+    """Refuse a command if any of its (path, text) fields looks like a credential."""
+    for path, text in fields:
+        refuse_credentials(text, path)
+
+
+def _fingerprint(values: dict[str, str]) -> Iterable[tuple[str, str]]:
+    for name, value in values.items():
+        yield "$.fingerprint (a name)", name
+        yield f"$.fingerprint.{name}", value
+
+
 def _observe(cmd: ObserveOutcome, view: LessonView) -> list[Decided]:
-    refuse_credentials(cmd.task, "$.task")
+    _refuse([("$.task", cmd.task), *_fingerprint(cmd.fingerprint)])
     for i, op in enumerate(cmd.operations):
-        refuse_credentials(op.error, f"$.operations[{i}].error")
+        _refuse((f"$.operations[{i}].{name}", getattr(op, name))
+                for name in ("op", "target", "error"))
     outcome_id = derived_id(command_id(cmd.key), "outcome")
     return [Decided(OutcomeObserved(
         outcome_id=outcome_id, project=cmd.project, task=cmd.task, passed=cmd.passed,
@@ -104,7 +118,9 @@ def _check_evidence(cmd: ProposeLesson, view: LessonView) -> None:
 
 
 def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
-    refuse_credentials(cmd.text, "$.text")
+    _refuse([("$.text", cmd.text), ("$.avoid_op", cmd.avoid_op),
+             ("$.prefer_op", cmd.prefer_op), ("$.target", cmd.target),
+             *_fingerprint(cmd.fingerprint)])
     _check_evidence(cmd, view)
     rules = view.rules
     claim = cmd.source == "model" or not cmd.evidence
@@ -114,7 +130,10 @@ def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
         prefer_op=cmd.prefer_op, target=cmd.target, scope=cmd.project, source=cmd.source,
         derivation="hypothesis" if claim else "direct",
         longevity="explicit" if cmd.source == "user" else cmd.longevity,
-        fingerprint=cmd.fingerprint, evidence=cmd.evidence,
+        # The model's own lesson is a claim whatever it cites: what it cites must exist
+        # and show the lesson (checked above), but only an attributed confirmation gives
+        # a claim evidence.
+        fingerprint=cmd.fingerprint, evidence=[] if claim else cmd.evidence,
         confidence=rules.start_claim if claim else rules.start_extractor,
     ), stream=lesson_id)]
 
@@ -125,6 +144,9 @@ def _current(view: LessonView, lesson_id: UUID, expected: int | None) -> LessonR
         raise UnknownLessonError(lesson_id)
     if expected is not None and expected != row.version:
         raise StaleVersionError(lesson_id, expected, row.version)
+    if not (row.active or row.status == "claimed"):
+        # Changing history would fork the supersede chain.
+        raise InactiveLessonError(lesson_id, row.status, row.superseded_by)
     return row
 
 
@@ -144,12 +166,14 @@ def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
 
 
 def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
+    refuse_credentials(cmd.reason, "$.reason")
     old = _current(view, cmd.lesson_id, cmd.expected_version)
     return [Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="retired:user"),
                     stream=old.lesson_id, version=old.version + 1)]
 
 
 def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decided]:
+    _refuse([("$.component", cmd.component), ("$.new", cmd.new)])
     old = next((r.fingerprint[cmd.component] for r in view.lessons.values()
                 if r.scope == cmd.scope and cmd.component in r.fingerprint), "")
     return [Decided(EnvironmentChanged(scope=cmd.scope, component=cmd.component, old=old,
@@ -164,7 +188,7 @@ def _reconcile(cmd: Reconcile, view: LessonView) -> list[Decided]:
     for row in view.lessons.values():
         if not row.active:
             continue
-        after = row.confidence - (rules.decay if row.in_play_epoch < view.epoch else 0.0)
+        after = clamp(row.confidence - (rules.decay if row.in_play_epoch < view.epoch else 0.0))
         reason = _leaves(row, after, now, rules)
         if reason:
             decided.append(Decided(LessonSuperseded(lesson_id=row.lesson_id, reason=reason)))

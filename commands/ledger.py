@@ -17,15 +17,17 @@ receipt.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 from uuid import UUID
 
 import msgspec
+import msgspec.inspect as mi
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
@@ -84,12 +86,20 @@ class Ledger:
     # -- the fold and the policies ---------------------------------------------------
 
     def catch_up(self) -> int:
-        """Fold every new event, running the policies after each trigger; return the head."""
+        """Fold every new event, running the policies after each trigger; return the head.
+
+        What the policies append is folded (and reacted to) before this returns, so a
+        command or a query never sees a view without the consequences already decided.
+        """
         with self._lock:
-            for record in self.log.scan(self.view.position + 1):
-                self.view.apply(record)
-                if record.envelope.type in TRIGGERS and record.payload is not None:
-                    self._react(record)
+            while True:
+                start = self.view.position
+                for record in self.log.scan(start + 1):
+                    self.view.apply(record)
+                    if record.envelope.type in TRIGGERS and record.payload is not None:
+                        self._react(record)
+                if self.view.position == start:
+                    break
             if self.view.position - self._saved_at >= _SAVE_EVERY:
                 self.save_view()
             return self.view.position
@@ -185,7 +195,9 @@ class Ledger:
 
         With ``record`` (the default for agents) the ledger notes that they were put in
         front of the agent: the usage clock moves, and they are in play for attribution
-        of this session's outcome. A person browsing passes ``record=False``.
+        of this session's outcome. A person browsing passes ``record=False``. The rows
+        are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
+        change as the ledger moves on, and changing them does not change the ledger.
         """
         with self._lock:
             self.catch_up()
@@ -197,25 +209,30 @@ class Ledger:
                     stream=(eid := new_event_id()), version=0, event_id=eid, actor=actor,
                     session=session)])
                 self.catch_up()
-            return rows
+            return _snapshot(rows)
 
     def lesson(self, lesson_id: UUID) -> LessonRow:
         """One lesson, whatever its status."""
-        self.catch_up()
-        row = self.view.lessons.get(lesson_id)
-        if row is None:
-            raise UnknownLessonError(lesson_id)
-        return row
+        with self._lock:
+            self.catch_up()
+            row = self.view.lessons.get(lesson_id)
+            if row is None:
+                raise UnknownLessonError(lesson_id)
+            return _snapshot([row])[0]
 
     def history(self, lesson_id: UUID) -> list[LessonRow]:
         """The supersede chain through a lesson, oldest first."""
-        row = self.lesson(lesson_id)
-        chain = [row]
-        while chain[0].supersedes is not None and chain[0].supersedes in self.view.lessons:
-            chain.insert(0, self.view.lessons[chain[0].supersedes])
-        while chain[-1].superseded_by is not None and chain[-1].superseded_by in self.view.lessons:
-            chain.append(self.view.lessons[chain[-1].superseded_by])
-        return chain
+        with self._lock:
+            self.catch_up()
+            lessons = self.view.lessons
+            if lesson_id not in lessons:
+                raise UnknownLessonError(lesson_id)
+            chain = [lessons[lesson_id]]
+            while chain[0].supersedes is not None and chain[0].supersedes in lessons:
+                chain.insert(0, lessons[chain[0].supersedes])
+            while chain[-1].superseded_by is not None and chain[-1].superseded_by in lessons:
+                chain.append(lessons[chain[-1].superseded_by])
+            return _snapshot(chain)
 
     # -- lifetime --------------------------------------------------------------------
 
@@ -231,6 +248,21 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+#: A row's list and dict fields: the view grows these in place.
+_CONTAINERS = tuple(field.name for field in cast(mi.StructType, mi.type_info(LessonRow)).fields
+                    if isinstance(field.type, mi.ListType | mi.DictType))
+
+
+def _snapshot(rows: list[LessonRow]) -> list[LessonRow]:
+    """Copies of view rows: what a caller holds neither changes under it nor changes the view.
+
+    The items in a row's lists and dicts (ids, strings, frozen moves) never change, so
+    copying the containers is enough, at a fraction of the cost of a deep copy.
+    """
+    return [msgspec.structs.replace(row, **{name: copy.copy(getattr(row, name))
+                                            for name in _CONTAINERS}) for row in rows]
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

@@ -25,12 +25,12 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.rules import looks_transient
+from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "react", "trigger_id", "verdict"]
 
 #: Event types a policy reacts to.
-TRIGGERS = frozenset({"outcome.observed", "lesson.proposed"})
+TRIGGERS = frozenset({"outcome.observed", "lesson.proposed", "lesson.confirmed"})
 
 
 def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEvent]:
@@ -43,6 +43,14 @@ def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEven
             return decided
         case LessonProposed():
             return _promote(view, view.lessons[event.lesson_id])
+        case LessonConfirmed():
+            # A claim's first confirmation makes it a lesson (a claim has no evidence, so
+            # this confirmation is its only one): a second project may now hold an
+            # equivalent. Any other confirmation leaves the set of lessons as it was.
+            row = view.lessons.get(event.lesson_id)
+            if row is None or len(row.evidence) != 1:
+                return []
+            return _promote(view, row)
         case _:
             return []
 
@@ -95,7 +103,7 @@ def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[A
         if row.scope == "global" and event.project not in row.projects and row.projects:
             decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
                                          outcome_id=event.outcome_id))
-        if row.confidence + rules.contradict < rules.floor:
+        if clamp(row.confidence + rules.contradict) < rules.floor:
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="decayed"))
     return decided
 
@@ -167,21 +175,37 @@ def trigger_id(envelope: Envelope) -> UUID:
 
 
 def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
-    """A second project learned an equivalent lesson: one global lesson absorbs both."""
-    if not new.active or new.scope == "global" or new.longevity == "tentative":
+    """An equivalent lesson is already active: absorb the new one, or make both global.
+
+    In the new lesson's own scope, or globally, the lesson already on file absorbs it: the
+    new one is superseded and its evidence confirms the old one. A serial run rarely
+    proposes such a lesson (the outcome would have confirmed the one on file), but agents
+    in several processes do: a policy's events land after its trigger, not right behind
+    it, so a second outcome showing the same pair can be folded before the first one's
+    lesson and teach it again. In another project's scope it is a second project learning
+    the lesson: one global lesson absorbs both. A tentative lesson is never promoted.
+    """
+    if not new.active or new.scope == "global":
         return []
-    for other in view.lessons.values():
-        if other is new or not other.active or other.same_as != new.same_as \
-                or other.longevity == "tentative" or other.scope == new.scope:
-            continue
-        if other.scope == "global":
+    equivalent = [other for other in view.lessons.values()
+                  if other is not new and other.active and other.same_as == new.same_as
+                  and other.lesson_id != new.supersedes]  # an edit replaces its original
+    for other in equivalent:
+        if other.scope in (new.scope, "global"):
+            # One outcome, one attribution: evidence it already has confirms nothing.
             return [LessonSuperseded(lesson_id=new.lesson_id, reason="replaced",
                                      by=other.lesson_id),
                     *(LessonConfirmed(lesson_id=other.lesson_id, outcome_id=o,
-                                      project=new.scope) for o in new.evidence[:1])]
-        return [
-            LessonPromoted(lesson_id=other.lesson_id, projects=[other.scope, new.scope],
-                           merged=[new.lesson_id]),
-            LessonSuperseded(lesson_id=new.lesson_id, reason="replaced", by=other.lesson_id),
-        ]
+                                      project=new.scope) for o in new.evidence[:1]
+                      if o not in other.evidence)]
+    if new.longevity == "tentative":
+        return []
+    for other in equivalent:
+        if other.longevity != "tentative":
+            return [
+                LessonPromoted(lesson_id=other.lesson_id, projects=[other.scope, new.scope],
+                               merged=[new.lesson_id]),
+                LessonSuperseded(lesson_id=new.lesson_id, reason="replaced",
+                                 by=other.lesson_id),
+            ]
     return []

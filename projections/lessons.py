@@ -28,7 +28,7 @@ from lessonledger.ledger.events import (
     decode_event,
 )
 from lessonledger.ledger.log import Record
-from lessonledger.projections.rules import Rules
+from lessonledger.projections.rules import Rules, clamp
 
 __all__ = ["ACTIVE", "LessonRow", "LessonView", "Move", "OutcomeRow", "Status"]
 
@@ -68,6 +68,7 @@ class LessonRow(msgspec.Struct, kw_only=True):
     created_at: int
     last_evidence_at: int
     last_used_at: int = 0
+    #: The projects that supported it, the one that confirmed it last at the end.
     projects: list[str] = []
     sessions: list[str] = []
     recent: list[bool] = []
@@ -194,11 +195,13 @@ class LessonView:
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
-                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
-                                position, at, confirmed=True)
+                self._attribute(event.lesson_id, event.outcome_id, event.project,
+                                self._session_of(event.outcome_id, session), position, at,
+                                confirmed=True)
             case LessonContradicted():
-                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
-                                position, at, confirmed=False)
+                self._attribute(event.lesson_id, event.outcome_id, event.project,
+                                self._session_of(event.outcome_id, session), position, at,
+                                confirmed=False)
             case LessonSuperseded():
                 self._supersede(event, position)
             case LessonPromoted():
@@ -217,6 +220,11 @@ class LessonView:
                 self._reconcile(event, position)
             case _:
                 pass
+
+    def _session_of(self, outcome_id: UUID, fallback: str) -> str:
+        """The session an outcome was observed in: the one its attribution counts for."""
+        outcome = self._s.outcomes.get(outcome_id)
+        return outcome.session if outcome is not None else fallback
 
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
@@ -245,14 +253,16 @@ class LessonView:
             return
         rules = self.rules
         step = rules.confirm if confirmed else rules.contradict
-        row.confidence = min(1.0, max(0.0, row.confidence + step))
+        row.confidence = clamp(row.confidence + step)
         row.recent = [*row.recent, confirmed][-rules.cluster_window:]
         if confirmed:
             row.last_evidence_at = at
             if outcome_id not in row.evidence:
                 row.evidence.append(outcome_id)
-            if project not in row.projects:
-                row.projects.append(project)
+            # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
+            if project in row.projects:
+                row.projects.remove(project)
+            row.projects.append(project)
             if session and session not in row.sessions:
                 row.sessions.append(session)
             if row.status == "claimed":
@@ -310,12 +320,17 @@ class LessonView:
                 seen.append(lesson_id)
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
+        # A lesson bound to the old value goes back on trial and is bound to the new one:
+        # its trust must be earned again there, and declaring the same value again later
+        # is no change. The move keeps what it was bound to before.
         for row in self._s.lessons.values():
             bound = row.fingerprint.get(event.component)
-            if row.status == "trusted" and row.scope == event.scope and bound is not None \
-                    and bound != event.new:
-                row.status = "trial"
+            if (row.active or row.status == "claimed") and row.scope == event.scope \
+                    and bound is not None and bound != event.new:
+                if row.status == "trusted":
+                    row.status = "trial"
                 row.sessions = []
+                row.fingerprint[event.component] = event.new
                 self._move(row, position, "environment.changed", None,
                            f"{event.component}: {bound} -> {event.new}")
 
@@ -323,6 +338,6 @@ class LessonView:
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch:
-                row.confidence = max(0.0, row.confidence - event.decay)
+                row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, "reconcile.passed", None, f"-{event.decay}")
         self._s.epoch += 1

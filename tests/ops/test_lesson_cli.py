@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lessonledger.ops.cli import main
 
 PROJECT = "a" * 16
-COMMANDS = [
+COMMANDS: list[dict[str, Any]] = [
     {"command": "observe_outcome", "key": "task-1", "session": "s1", "project": PROJECT,
      "passed": True, "operations": [
          {"op": "pytest:tests/", "target": "tests", "ok": False, "error": "no conftest"},
@@ -37,11 +38,14 @@ def home(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(json.dumps(c) for c in COMMANDS)))
     code, out, _ = run(capsys, "--home", path, "publish")
     assert code == 0
-    assert [json.loads(line)["key"] for line in out.splitlines()] == ["task-1", "claim-1", "r1", "r2"]
+    keys = [json.loads(line)["key"] for line in out.splitlines()]
+    assert keys == ["task-1", "claim-1", "r1", "r2"]
     return path
 
 
-def _lessons(capsys: pytest.CaptureFixture[str], home: str, *extra: str) -> list[dict[str, object]]:
+def _lessons(
+    capsys: pytest.CaptureFixture[str], home: str, *extra: str
+) -> list[dict[str, object]]:
     code, out, _ = run(capsys, "--home", home, "lessons", "list", "--json", *extra)
     assert code == 0
     return [json.loads(line) for line in out.splitlines()]

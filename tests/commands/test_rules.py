@@ -1,0 +1,808 @@
+"""DESIGN §4, one test per rule, each driven through the public API.
+
+Every test opens a fresh ledger, sends commands (outcomes, proposals, edits, retirements,
+environment changes, reconcile passes) and checks the state the rule promises: status,
+confidence, clocks, evidence, scope, the supersede chain and the moves that explain them.
+Commands carry an explicit ``occurred_at`` and reconcile passes an explicit ``now``, so
+nothing depends on the wall clock; recall has no clock of its own and stamps the usage
+clock with the ledger's, which is always later than the fixed dates used here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import msgspec
+import pytest
+from lessonledger.commands import (
+    CommandError,
+    CredentialError,
+    EvidenceError,
+    Ledger,
+    Operation,
+    RetiredEvidenceError,
+    StaleVersionError,
+    open_ledger,
+)
+from lessonledger.projections.lessons import LessonRow
+from lessonledger.projections.rules import Rules
+
+# -- helpers ---------------------------------------------------------------------------
+
+P1, P2, P3 = "a" * 32, "b" * 32, "c" * 32
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+TARGET = "tests"
+AVOID, PREFER = "pytest:tests/", "pytest:root"
+
+
+def day(n: float) -> datetime:
+    """``n`` days after T0."""
+    return T0 + timedelta(days=n)
+
+
+def ns(when: datetime) -> int:
+    """A datetime as the ledger's nanoseconds."""
+    return int(when.timestamp()) * 10**9
+
+
+def fail(op: str = AVOID, error: str = "no conftest", target: str = TARGET) -> Operation:
+    return Operation(op=op, target=target, ok=False, error=error)
+
+
+def ok(op: str = PREFER, target: str = TARGET) -> Operation:
+    return Operation(op=op, target=target, ok=True)
+
+
+def near(value: float) -> Any:
+    """``pytest.approx``, typed so it can stand inside a tuple compared with floats."""
+    return pytest.approx(value)
+
+
+def ids(rows: Iterable[LessonRow]) -> list[UUID]:
+    return [row.lesson_id for row in rows]
+
+
+class Agent:
+    """Drives one ledger through its public API, with deterministic idempotency keys."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._sent = 0
+
+    def key(self) -> str:
+        self._sent += 1
+        return f"command-{self._sent}"
+
+    def outcome(self, project: str, session: str, operations: Sequence[Operation], *,
+                when: datetime, passed: bool = True, in_play: Sequence[UUID] = (),
+                fingerprint: dict[str, str] | None = None) -> UUID:
+        """Observe a finished task whose operations ran in the order given."""
+        ordered = [msgspec.structs.replace(o, order=i) for i, o in enumerate(operations)]
+        receipt = self.ledger.observe_outcome(
+            key=self.key(), project=project, session=session, passed=passed,
+            operations=ordered, in_play=list(in_play), fingerprint=fingerprint or {},
+            occurred_at=when)
+        return receipt.ids["outcome_id"]
+
+    def learn(self, project: str, session: str, *, when: datetime = T0,
+              target: str = TARGET, avoid: str = AVOID, prefer: str = PREFER,
+              error: str = "no conftest",
+              fingerprint: dict[str, str] | None = None) -> UUID:
+        """The loop's signal (avoid fails, prefer then succeeds, the task passes)."""
+        outcome = self.outcome(project, session, [fail(avoid, error, target), ok(prefer, target)],
+                               when=when, fingerprint=fingerprint)
+        return self.learned_from(outcome)
+
+    def learned_from(self, outcome: UUID) -> UUID:
+        """The lesson the loop proposed from ``outcome``, whatever became of it since."""
+        found = self.loop_lessons(outcome)
+        assert len(found) == 1, f"the loop proposed {len(found)} lessons from {outcome}"
+        return found[0]
+
+    def loop_lessons(self, outcome: UUID) -> list[UUID]:
+        # The view, read without catching up: no query lists superseded lessons, and a
+        # command must return with what its policies decided already folded in.
+        return [row.lesson_id for row in self.ledger.view.lessons.values()
+                if row.source == "loop" and row.evidence[:1] == [outcome]]
+
+    def confirm(self, project: str, session: str, lesson_id: UUID, *,
+                when: datetime) -> UUID:
+        """An outcome in which the lesson is in play and its prediction holds."""
+        row = self.ledger.lesson(lesson_id)
+        held = fail(row.avoid_op, target=row.target) if row.kind == "avoid" \
+            else ok(row.prefer_op, row.target)
+        return self.outcome(project, session, [held], when=when, in_play=[lesson_id])
+
+    def contradict(self, project: str, session: str, lesson_id: UUID, *,
+                   when: datetime) -> UUID:
+        """An outcome in which the lesson is in play and its prediction fails."""
+        row = self.ledger.lesson(lesson_id)
+        broken = fail(row.prefer_op, target=row.target) if row.kind == "do" \
+            else ok(row.avoid_op, row.target)
+        return self.outcome(project, session, [broken], when=when, in_play=[lesson_id])
+
+    def trusted(self, project: str, lesson_id: UUID, sessions: Sequence[str], *,
+                when: datetime) -> None:
+        """Confirm the lesson once in each session; it must end up trusted."""
+        for i, session in enumerate(sessions):
+            self.confirm(project, session, lesson_id, when=when + timedelta(minutes=i))
+        assert self.ledger.lesson(lesson_id).status == "trusted"
+
+    def propose(self, project: str, *, when: datetime = T0, **fields: Any) -> UUID:
+        defaults: dict[str, Any] = {"text": "Prefer pytest from the repository root",
+                                    "kind": "prefer", "avoid_op": AVOID,
+                                    "prefer_op": PREFER, "target": TARGET}
+        receipt = self.ledger.propose_lesson(key=self.key(), project=project,
+                                             occurred_at=when, **(defaults | fields))
+        return receipt.ids["lesson_id"]
+
+    def reconcile(self, when: datetime) -> None:
+        self.ledger.reconcile(key=self.key(), now=when)
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Agent]:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        yield Agent(ledger)
+
+
+# -- evidence or it is a claim -----------------------------------------------------------
+
+
+def test_without_evidence_a_lesson_is_a_claim_never_recalled_until_confirmed(
+        agent: Agent) -> None:
+    led = agent.ledger
+    claim = agent.propose(P1, source="extractor")
+    row = led.lesson(claim)
+    assert (row.status, row.confidence, row.derivation, row.evidence) == (
+        "claimed", near(0.3), "hypothesis", [])
+
+    # The model's own lesson is a claim even when it cites a real, supporting outcome.
+    witness = agent.outcome(P1, "s0", [ok()], when=T0)
+    model = agent.propose(P1, source="model", kind="do", avoid_op="", evidence=[witness])
+    assert (led.lesson(model).status, led.lesson(model).confidence,
+            led.lesson(model).evidence) == ("claimed", near(0.3), [])
+    assert led.lessons(P1, session="s1") == []
+
+    # Exercised while nobody had it in front of them: still a claim.
+    agent.outcome(P1, "s2", [ok()], when=day(1))
+    assert led.lesson(claim).status == "claimed"
+    assert led.lessons(P1, session="s2") == []
+
+    # An attributed confirmation gives it evidence, and from then on it is recalled.
+    confirming = agent.outcome(P1, "s3", [ok()], when=day(2), in_play=[claim])
+    row = led.lesson(claim)
+    assert (row.status, row.evidence, row.last_evidence_at) == (
+        "trial", [confirming], ns(day(2)))
+    assert row.confidence == near(0.45)
+    assert ids(led.lessons(P1, session="s4")) == [claim]
+
+
+# -- where lessons come from -------------------------------------------------------------
+
+
+def test_lessons_come_from_the_loop_an_extractor_or_a_claim_in_that_order_of_trust(
+        agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [fail(error="no conftest"), ok()], when=T0)
+    loop = led.lesson(agent.learned_from(outcome))
+    assert (loop.kind, loop.avoid_op, loop.prefer_op, loop.target) == (
+        "prefer", AVOID, PREFER, TARGET)
+    assert (loop.source, loop.status, loop.derivation, loop.longevity) == (
+        "loop", "trial", "direct", "ongoing")
+    assert (loop.confidence, loop.evidence, loop.scope) == (near(0.5), [outcome], P1)
+    assert PREFER in loop.text
+    assert AVOID in loop.text
+
+    # No mechanical lesson without the whole signal in one passing outcome.
+    for operations, passed in (
+        ([fail(), ok()], False),                   # the task failed
+        ([ok(), fail()], True),                    # the success came first
+        ([fail(), ok(target="docs")], True),       # on another target
+        ([fail(), ok(AVOID)], True),               # the same operation, retried
+        ([fail(), fail(PREFER)], True),            # nothing succeeded
+    ):
+        assert agent.loop_lessons(agent.outcome(P2, "s2", operations, when=T0,
+                                                passed=passed)) == []
+
+    trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
+    extracted = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
+                              prefer_op="", evidence=[trace])
+    claimed = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
+                            prefer_op="", evidence=[trace], source="model")
+    ranked = [(led.lesson(i).source, led.lesson(i).status, led.lesson(i).confidence)
+              for i in (loop.lesson_id, extracted, claimed)]
+    assert ranked == [("loop", "trial", near(0.5)),
+                      ("extractor", "trial", near(0.4)),
+                      ("model", "claimed", near(0.3))]
+
+
+# -- confidence ----------------------------------------------------------------------------
+
+
+def test_confidence_rises_015_per_confirmation_falls_025_per_contradiction_within_0_1(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.confirm(P1, "s1", lid, when=day(1))
+    agent.contradict(P1, "s1", lid, when=day(1))
+    for i in range(5):
+        agent.confirm(P1, "s1", lid, when=day(2 + i))
+    for i in range(3):
+        agent.contradict(P1, "s1", lid, when=day(8 + i))
+    row = led.lesson(lid)
+    steps = [(m.type, m.confidence) for m in row.moves]
+    assert steps == [
+        ("lesson.proposed", 0.5), ("lesson.confirmed", 0.65), ("lesson.contradicted", 0.4),
+        ("lesson.confirmed", 0.55), ("lesson.confirmed", 0.7), ("lesson.confirmed", 0.85),
+        ("lesson.confirmed", 1.0), ("lesson.confirmed", 1.0),       # clamped at 1
+        ("lesson.contradicted", 0.75), ("lesson.contradicted", 0.5),
+        ("lesson.contradicted", 0.25),
+    ]
+    # The figure is explained by its moves: every move names its outcome.
+    assert all(m.outcome is not None for m in row.moves)
+
+    # Two passes (the first is the one it was in play in) bring it to 0.23; a
+    # contradiction then takes it to 0, not below, and out of the active set.
+    agent.reconcile(day(12))
+    agent.reconcile(day(13))
+    assert led.lesson(lid).confidence == near(0.23)
+    agent.contradict(P1, "s1", lid, when=day(14))
+    row = led.lesson(lid)
+    assert row.confidence == 0.0
+    assert (row.status, row.reason) == ("superseded", "decayed")
+
+
+def test_below_the_floor_a_lesson_is_superseded_by_decayed_and_kept_in_history(
+        agent: Agent) -> None:
+    led = agent.ledger
+    trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
+    lid = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
+                        prefer_op="", evidence=[trace], longevity="durable")
+    agent.reconcile(day(1))  # the pass it was proposed in: it was new, so in play
+    for i in range(10):
+        agent.reconcile(day(2 + i))
+    row = led.lesson(lid)
+    assert row.confidence == near(0.2)
+    assert row.status == "trial", "at the floor is not below it"
+    assert ids(led.lessons(P1, record=False)) == [lid]
+
+    agent.reconcile(day(12))
+    row = led.lesson(lid)
+    assert (row.status, row.reason, row.confidence) == (
+        "superseded", "decayed", near(0.18))
+    assert row.evidence == [trace]
+    assert (row.moves[-1].type, row.moves[-1].note) == ("lesson.superseded", "decayed")
+    assert led.lessons(P1, record=False) == []
+    assert ids(led.history(lid)) == [lid]
+
+    # A contradiction that takes it under the floor supersedes it there and then.
+    other = agent.propose(P1, text="Avoid make:lint", kind="avoid", avoid_op="make:test",
+                          prefer_op="", target="lint",
+                          evidence=[agent.outcome(P1, "s1", [fail("make:test", target="lint")],
+                                                  when=day(13), passed=False)])
+    agent.contradict(P1, "s2", other, when=day(14))
+    row = led.lesson(other)
+    assert (row.status, row.reason, row.confidence) == (
+        "superseded", "decayed", near(0.15))
+    assert led.lessons(P1, record=False) == []
+
+
+# -- attribution ---------------------------------------------------------------------------
+
+
+def test_attribution_is_scoped_by_operation_key_and_target(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s0")
+    assert ids(led.lessons(P1, session="s1")) == [lid]  # in play for session s1 from now
+
+    def moves() -> int:
+        return len(led.lesson(lid).moves)
+
+    untouched = moves()
+    # In play, but never exercised: a failed web fetch, the same operations on another
+    # target, a passing task made of other operations, a passing task with none at all.
+    agent.outcome(P1, "s1", [fail("http:get", "HTTP 404", "web")], when=day(1), passed=False)
+    agent.outcome(P1, "s1", [ok(AVOID, "docs"), fail(PREFER, target="docs")], when=day(1))
+    agent.outcome(P1, "s1", [ok("ruff:check")], when=day(1))
+    agent.outcome(P1, "s1", [], when=day(1))
+    # Exercised, but not in play: another session never recalled it and nobody listed it,
+    # and another project listing it cannot touch a project lesson that is not its own.
+    agent.outcome(P1, "s2", [ok(AVOID)], when=day(1))
+    agent.outcome(P2, "s1", [ok(AVOID)], when=day(1), in_play=[lid])
+    assert moves() == untouched
+    assert led.lesson(lid).confidence == near(0.5)
+
+    recalled = agent.outcome(P1, "s1", [ok()], when=day(2))
+    listed = agent.outcome(P1, "s3", [fail()], when=day(3), passed=False, in_play=[lid])
+    row = led.lesson(lid)
+    assert [(m.type, m.outcome) for m in row.moves[untouched:]] == [
+        ("lesson.confirmed", recalled), ("lesson.confirmed", listed)]
+    assert row.confidence == near(0.8)
+
+
+# -- transient failures --------------------------------------------------------------------
+
+
+def test_a_transient_failure_makes_a_tentative_lesson_only_the_avoided_operation_tests(
+        agent: Agent) -> None:
+    led = agent.ledger
+    for i, error in enumerate(("read timed out", "connection reset by peer",
+                               "connection refused", "rate limit exceeded",
+                               "HTTP 503 Service Unavailable", "502 Bad Gateway")):
+        row = led.lesson(agent.learn(P3, "s0", target=f"svc{i}", error=error))
+        assert (row.longevity, row.derivation) == ("tentative", "hypothesis"), error
+    assert led.lesson(agent.learn(P3, "s0", target="svc", error="404 not found")
+                      ).longevity == "ongoing"
+
+    lid = agent.learn(P1, "s1", error="connection reset by peer")
+    # The detour succeeding, even with the lesson in front of the agent, proves nothing.
+    led.lessons(P1, session="s2")
+    agent.outcome(P1, "s2", [ok()], when=day(1))
+    assert (led.lesson(lid).confidence, len(led.lesson(lid).moves)) == (near(0.5), 1)
+    # The avoided operation failing again is evidence for it, in play or not.
+    again = agent.outcome(P1, "s3", [fail(error="connection reset by peer")], when=day(2),
+                          passed=False)
+    row = led.lesson(lid)
+    assert (row.confidence, row.evidence, row.last_evidence_at) == (
+        near(0.65), [row.evidence[0], again], ns(day(2)))
+    # Any later success of the avoided operation contradicts it, in play or not.
+    agent.outcome(P1, "s4", [ok(AVOID)], when=day(3))
+    assert led.lesson(lid).confidence == near(0.4)
+
+    # Never promoted: a second project learning the same blip keeps its own lesson.
+    twin = agent.learn(P2, "s5", error="timed out", when=day(4))
+    assert (led.lesson(lid).scope, led.lesson(twin).scope) == (P1, P2)
+    assert led.lesson(lid).status == led.lesson(twin).status == "trial"
+
+    # It ages out by its longevity: 30 days after its last supporting evidence.
+    agent.reconcile(day(31.9))
+    assert led.lesson(lid).status == "trial"
+    agent.reconcile(day(32.1))
+    assert (led.lesson(lid).status, led.lesson(lid).reason) == ("expired", "expired")
+    assert led.lesson(twin).status == "trial"
+
+
+# -- trial and trusted ---------------------------------------------------------------------
+
+
+def test_a_lesson_is_trial_until_supported_in_three_distinct_sessions_then_trusted(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")  # its own outcome is its first session's support
+    agent.confirm(P1, "s1", lid, when=day(1))
+    agent.confirm(P1, "s1", lid, when=day(2))
+    assert (led.lesson(lid).status, led.lesson(lid).sessions) == ("trial", ["s1"])
+    agent.confirm(P1, "s2", lid, when=day(3))
+    # Recall shows what is on trial as such.
+    assert [(r.lesson_id, r.status) for r in led.lessons(P1, session="s3")] == [(lid, "trial")]
+    agent.confirm(P1, "s3", lid, when=day(4))
+    row = led.lesson(lid)
+    assert (row.status, sorted(row.sessions)) == ("trusted", ["s1", "s2", "s3"])
+    assert [(r.lesson_id, r.status) for r in led.lessons(P1, session="s4")] == [
+        (lid, "trusted")]
+
+
+def test_clustered_contradictions_send_a_trusted_lesson_back_to_trial(agent: Agent) -> None:
+    led = agent.ledger
+    clustered = agent.learn(P1, "s1", target="tests")
+    spaced = agent.learn(P1, "s1", target="lib")
+    for lid in (clustered, spaced):
+        agent.trusted(P1, lid, ["s2", "s3"], when=day(1))
+
+    # clustered: contradicted, confirmed, contradicted: 2 of its last 3 attributions.
+    agent.contradict(P1, "s4", clustered, when=day(2))
+    assert led.lesson(clustered).status == "trusted"
+    agent.confirm(P1, "s5", clustered, when=day(3))
+    agent.contradict(P1, "s6", clustered, when=day(4))
+    assert led.lesson(clustered).status == "trial"
+    # Back on trial it needs three fresh sessions again.
+    agent.confirm(P1, "s7", clustered, when=day(5))
+    assert led.lesson(clustered).status == "trial"
+
+    # spaced: contradicted, confirmed twice, contradicted: never 2 in the last 3.
+    agent.contradict(P1, "s4", spaced, when=day(2))
+    agent.confirm(P1, "s5", spaced, when=day(3))
+    agent.confirm(P1, "s6", spaced, when=day(4))
+    agent.contradict(P1, "s7", spaced, when=day(5))
+    row = led.lesson(spaced)
+    assert (row.status, row.confidence) == ("trusted", near(0.6))
+
+
+# -- scopes ----------------------------------------------------------------------------------
+
+
+def test_recall_never_returns_another_projects_lessons(agent: Agent) -> None:
+    led = agent.ledger
+    mine = agent.learn(P1, "s1", target="tests")
+    theirs = agent.learn(P2, "s2", target="docs")
+    assert ids(led.lessons(P1, session="s3")) == [mine]
+    assert ids(led.lessons(P2, session="s3")) == [theirs]
+    assert led.lessons(P3, session="s3") == []
+    # Recalled in P1's session, it is in play there, yet an outcome of P2 never moves it.
+    agent.outcome(P2, "s3", [ok(AVOID)], when=day(1))
+    assert len(led.lesson(mine).moves) == 1
+
+
+def test_an_equivalent_lesson_in_the_same_project_is_the_same_lesson(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    taught = led.lesson(lid).evidence[0]
+    seen = agent.outcome(P1, "s2", [ok()], when=day(1))   # not in play: confirms nothing
+    again = agent.propose(P1, text="Run pytest from the root, not tests/", evidence=[seen],
+                          when=day(1))
+    assert (led.lesson(again).status, led.lesson(again).superseded_by) == (
+        "superseded", lid)
+    row = led.lesson(lid)
+    assert (row.evidence, sorted(row.sessions)) == ([taught, seen], ["s1", "s2"])
+    assert row.confidence == near(0.65)
+    assert ids(led.lessons(P1, record=False)) == [lid]
+
+
+def test_a_second_project_learning_an_equivalent_lesson_promotes_it_to_global(
+        agent: Agent) -> None:
+    led = agent.ledger
+    first = agent.learn(P1, "s1")
+    unrelated = agent.learn(P1, "s1", target="docs")
+    second = agent.learn(P2, "s2", when=day(1))
+    one, two = led.lesson(first), led.lesson(second)
+    assert (one.scope, one.status) == ("global", "trial")
+    assert sorted(one.projects) == sorted([P1, P2])
+    assert set(one.evidence) == set(two.evidence) | {one.evidence[0]}
+    assert len(one.evidence) == 2
+    assert (two.status, two.reason, two.superseded_by) == ("superseded", "replaced", first)
+    assert ids(led.history(second)) == [second, first]
+    assert led.lesson(unrelated).scope == P1
+
+    # Recall: the global lesson in every project, never the superseded copy.
+    assert ids(led.lessons(P2, session="r2")) == [first]
+    assert ids(led.lessons(P3, session="r3")) == [first]
+    assert set(ids(led.lessons(P1, session="r1"))) == {first, unrelated}
+
+    # A third project meeting it confirms the global lesson instead of copying it, and
+    # a lesson proposed there is absorbed into it: evidence and sessions merge.
+    met = agent.outcome(P3, "s3", [fail(), ok()], when=day(2))
+    assert agent.loop_lessons(met) == []
+    row = led.lesson(first)
+    assert (row.evidence[-1], row.scope, row.status) == (met, "global", "trusted")
+    seen = agent.outcome(P3, "r3", [ok()], when=day(3))   # recalled in r3: confirms it
+    confidence = led.lesson(first).confidence
+    proposed = agent.propose(P3, evidence=[seen], when=day(3))
+    assert (led.lesson(proposed).status, led.lesson(proposed).superseded_by) == (
+        "superseded", first)
+    row = led.lesson(first)
+    assert row.evidence.count(seen) == 1
+    assert row.confidence == confidence, "one outcome is one attribution"
+
+
+def test_a_second_project_confirming_an_equivalent_claim_promotes_it_to_global(
+        agent: Agent) -> None:
+    led = agent.ledger
+    first = agent.learn(P1, "s1")
+    claim = agent.propose(P2, source="model", when=day(1))
+    assert (led.lesson(first).scope, led.lesson(claim).status) == (P1, "claimed")
+    agent.confirm(P2, "s2", claim, when=day(2))
+    assert led.lesson(first).scope == "global"
+    assert (led.lesson(claim).status, led.lesson(claim).superseded_by) == (
+        "superseded", first)
+    assert ids(led.lessons(P2, session="r2")) == [first]
+
+
+def test_a_global_lesson_contradicted_from_a_third_project_returns_to_its_last_confirmer(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.learn(P2, "s2", when=day(1))
+    assert led.lesson(lid).scope == "global"
+    agent.confirm(P1, "s3", lid, when=day(2))
+    agent.confirm(P2, "s4", lid, when=day(3))
+    agent.contradict(P2, "s5", lid, when=day(4))   # from a project that knows it: stays
+    assert led.lesson(lid).scope == "global"
+    agent.confirm(P1, "s6", lid, when=day(5))      # P1 confirmed it last
+    agent.contradict(P3, "s7", lid, when=day(6))
+    row = led.lesson(lid)
+    assert (row.scope, row.confidence) == (P1, near(0.45))
+    assert [m.type for m in row.moves[-2:]] == ["lesson.contradicted", "lesson.demoted"]
+    assert ids(led.lessons(P1, record=False)) == [lid]
+    assert led.lessons(P2, record=False) == led.lessons(P3, record=False) == []
+
+
+# -- environment binding ---------------------------------------------------------------------
+
+
+def test_a_changed_environment_component_drops_bound_lessons_to_trial(agent: Agent) -> None:
+    led = agent.ledger
+    bound = agent.learn(P1, "s1", fingerprint={"pytest": "7"})
+    unbound = agent.learn(P1, "s1", target="lib")
+    elsewhere = agent.learn(P2, "s1", target="docs", fingerprint={"pytest": "7"})
+    assert led.lesson(bound).fingerprint == {"pytest": "7"}
+    agent.trusted(P1, bound, ["s2", "s3"], when=day(1))
+    agent.trusted(P1, unbound, ["s2", "s3"], when=day(1))
+    agent.trusted(P2, elsewhere, ["s2", "s3"], when=day(1))
+
+    head = led.log.head()
+    led.declare_environment_change(key=agent.key(), scope=P1, component="pytest", new="7",
+                                   occurred_at=day(2))
+    assert led.lesson(bound).status == "trusted", "the same value is not a change"
+    assert led.log.head() == head + 1
+
+    led.declare_environment_change(key=agent.key(), scope=P1, component="pytest", new="8",
+                                   occurred_at=day(2))
+    row = led.lesson(bound)
+    assert row.status == "trial"
+    assert (row.moves[-1].type, row.moves[-1].note) == ("environment.changed", "pytest: 7 -> 8")
+    assert led.lesson(unbound).status == "trusted"
+    assert led.lesson(elsewhere).status == "trusted"
+
+    # Trusted again under pytest 8, a repeated declaration of 8 changes nothing.
+    agent.trusted(P1, bound, ["s4", "s5", "s6"], when=day(3))
+    led.declare_environment_change(key=agent.key(), scope=P1, component="pytest", new="8",
+                                   occurred_at=day(4))
+    assert led.lesson(bound).status == "trusted"
+
+
+# -- clocks ------------------------------------------------------------------------------------
+
+
+def test_recall_moves_only_the_usage_clock_evidence_moves_the_evidence_clock(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1", when=T0)
+    before = led.lesson(lid)
+    assert (before.last_evidence_at, before.last_used_at) == (ns(T0), 0)
+
+    led.lessons(P1, session="s2")
+    after = led.lesson(lid)
+    assert after.last_used_at > ns(T0)
+    assert before.last_used_at == 0, "a row a caller holds is a snapshot, not the view's"
+    assert (after.last_evidence_at, after.confidence, after.evidence, len(after.moves)) == (
+        before.last_evidence_at, before.confidence, before.evidence, len(before.moves))
+
+    agent.confirm(P1, "s2", lid, when=day(5))
+    confirmed = led.lesson(lid)
+    assert confirmed.last_evidence_at == ns(day(5))
+    assert confirmed.last_used_at == after.last_used_at
+    agent.contradict(P1, "s3", lid, when=day(6))
+    assert led.lesson(lid).last_evidence_at == ns(day(5))
+
+    # A human correction is fresh evidence too.
+    edited = led.edit_lesson(key=agent.key(), lesson_id=lid, text="Run pytest from the root",
+                             occurred_at=day(7)).ids["lesson_id"]
+    assert led.lesson(edited).last_evidence_at == ns(day(7))
+
+
+def test_lessons_expire_by_longevity_without_fresh_evidence(agent: Agent) -> None:
+    led = agent.ledger
+    tentative = agent.learn(P1, "s1", target="net", error="timed out")
+    ongoing = agent.learn(P1, "s1", target="a")
+    refreshed = agent.learn(P1, "s1", target="b")
+    trace = agent.outcome(P1, "s1", [fail("make:c", target="c"), fail("make:d", target="d")],
+                          when=T0, passed=False)
+    durable = agent.propose(P1, text="Avoid make:c", kind="avoid", avoid_op="make:c",
+                            prefer_op="", target="c", longevity="durable", evidence=[trace])
+    explicit = agent.propose(P1, text="Avoid make:d", kind="avoid", avoid_op="make:d",
+                             prefer_op="", target="d", source="user", evidence=[trace])
+    assert led.lesson(explicit).longevity == "explicit"
+    agent.confirm(P1, "s2", refreshed, when=day(60))
+
+    def active_after(when: datetime) -> set[UUID]:
+        led.lessons(P1, session="recall")  # recall never extends expiry
+        agent.reconcile(when)
+        return set(ids(led.lessons(P1, record=False)))
+
+    everything = {tentative, ongoing, refreshed, durable, explicit}
+    assert active_after(day(29)) == everything
+    assert active_after(day(31)) == everything - {tentative}
+    assert (led.lesson(tentative).status, led.lesson(tentative).reason) == (
+        "expired", "expired")
+    assert active_after(day(89)) == everything - {tentative}
+    assert active_after(day(91)) == {refreshed, durable, explicit}
+    assert active_after(day(151)) == {durable, explicit}
+    assert active_after(day(3650)) == {durable, explicit}
+
+
+def test_an_unused_lesson_decays_002_per_pass_but_not_when_in_play(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.reconcile(day(1))
+    start = led.lesson(lid).confidence
+
+    def after_pass(n: int) -> float:
+        agent.reconcile(day(n))
+        return led.lesson(lid).confidence
+
+    assert after_pass(2) == near(start - 0.02)
+    led.lessons(P1, session="s2")                            # recalled in between
+    assert after_pass(3) == near(start - 0.02)
+    assert after_pass(4) == near(start - 0.04)
+    agent.outcome(P1, "s3", [ok("ruff:check")], when=day(4), in_play=[lid])   # listed
+    assert after_pass(5) == near(start - 0.04)
+    assert after_pass(6) == near(start - 0.06)
+    decays = [m.note for m in led.lesson(lid).moves if m.type == "reconcile.passed"]
+    assert decays == ["-0.02"] * 3
+
+
+# -- caps --------------------------------------------------------------------------------------
+
+
+def test_reconcile_supersedes_the_weakest_beyond_the_cap_per_project_and_global(
+        tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False, rules=Rules(cap=3)) as led:
+        agent = Agent(led)
+        local = [agent.learn(P1, "s1", target=f"t{i}", when=day(i)) for i in range(5)]
+        agent.confirm(P1, "s2", local[0], when=day(6))  # the oldest, now the strongest
+        shared = [agent.learn(P1, "s1", target=f"g{i}", when=day(i)) for i in range(4)]
+        for i, lid in enumerate(shared):
+            agent.learn(P2, "s3", target=f"g{i}", when=day(i))
+            assert led.lesson(lid).scope == "global"
+        mine = agent.learn(P2, "s3", target="own", when=day(1))
+        claims = [agent.propose(P1, text=f"claim {i}", target=f"c{i}") for i in range(4)]
+
+        led.lessons(P1, session="r")        # recalled: all in play, so no decay
+        agent.reconcile(day(10))
+
+        kept = {local[0], local[4], local[3]}
+        for lid in local:
+            row = led.lesson(lid)
+            assert (row.status, row.reason) == (("trial", "") if lid in kept
+                                                else ("superseded", "cap")), lid
+        assert [led.lesson(g).reason for g in shared] == ["cap", "", "", ""]
+        assert led.lesson(mine).status == "trial"            # P2's own scope is not full
+        assert {led.lesson(c).status for c in claims} == {"claimed"}   # claims don't count
+        assert set(ids(led.lessons(P1, record=False))) == kept | set(shared[1:])
+
+
+def test_at_most_200_active_lessons_per_project_by_default(agent: Agent) -> None:
+    led = agent.ledger
+    lessons = [agent.learn(P1, "s1", target=f"t{i}", when=T0 + timedelta(minutes=i))
+               for i in range(201)]
+    led.lessons(P1, session="r")
+    agent.reconcile(day(1))
+    assert len(led.lessons(P1, record=False)) == 200
+    assert (led.lesson(lessons[0]).status, led.lesson(lessons[0]).reason) == (
+        "superseded", "cap")
+
+
+# -- supersede, never delete -------------------------------------------------------------------
+
+
+def test_an_edit_supersedes_the_old_lesson_and_history_walks_the_chain(agent: Agent) -> None:
+    led = agent.ledger
+    first = agent.learn(P1, "s1")
+    agent.confirm(P1, "s2", first, when=day(1))
+    original = led.lesson(first)
+    second = led.edit_lesson(key=agent.key(), lesson_id=first, text="Run pytest from root",
+                             expected_version=original.version,
+                             occurred_at=day(2)).ids["lesson_id"]
+    third = led.edit_lesson(key=agent.key(), lesson_id=second, text="pytest: use the root",
+                            occurred_at=day(3)).ids["lesson_id"]
+
+    old, new = led.lesson(first), led.lesson(third)
+    assert (old.status, old.reason, old.superseded_by, old.text) == (
+        "superseded", "replaced", second, original.text)
+    assert (led.lesson(second).supersedes, led.lesson(second).superseded_by) == (first, third)
+    assert (new.text, new.supersedes, new.evidence, new.confidence) == (
+        "pytest: use the root", second, original.evidence, original.confidence)
+    for lid in (first, second, third):
+        assert ids(led.history(lid)) == [first, second, third]
+    assert ids(led.lessons(P1, record=False)) == [third]
+
+    # The chain never forks: a superseded lesson cannot be edited or retired again.
+    head = led.log.head()
+    with pytest.raises(CommandError):
+        led.edit_lesson(key=agent.key(), lesson_id=first, text="a fork")
+    with pytest.raises(CommandError):
+        led.retire_lesson(key=agent.key(), lesson_id=second)
+    assert led.log.head() == head
+    assert ids(led.history(first)) == [first, second, third]
+
+
+def test_a_retired_lesson_is_never_relearned_from_its_own_evidence(agent: Agent) -> None:
+    led = agent.ledger
+    observed = {"key": "outcome-1", "project": P1, "session": "s1", "passed": True,
+                "operations": [fail(), msgspec.structs.replace(ok(), order=1)],
+                "occurred_at": T0}
+    outcome = led.observe_outcome(**observed).ids["outcome_id"]
+    lid = agent.learned_from(outcome)
+    later = agent.confirm(P1, "s2", lid, when=day(1))
+    edited = led.edit_lesson(key=agent.key(), lesson_id=lid, text="Run pytest from root",
+                             occurred_at=day(2)).ids["lesson_id"]
+    led.retire_lesson(key=agent.key(), lesson_id=edited, reason="not how we work",
+                      occurred_at=day(3))
+    row = led.lesson(edited)
+    assert (row.status, row.reason) == ("retired", "retired:user")
+    assert led.lessons(P1, record=False) == []
+
+    head = led.log.head()
+    for evidence in ([outcome], [later], [outcome, later]):
+        with pytest.raises(RetiredEvidenceError) as refused:
+            agent.propose(P1, evidence=evidence)
+        assert refused.value.retired == edited
+    # The same outcome sent again writes nothing, so the loop cannot learn it twice.
+    led.observe_outcome(**observed)
+    assert led.log.head() == head
+    # Listed and exercised, a retired lesson is not revived either.
+    agent.outcome(P1, "s3", [ok()], when=day(4), in_play=[edited, lid])
+    assert led.lesson(edited).moves == row.moves
+    # Evidence beyond the retired lesson's is a new lesson.
+    fresh = agent.outcome(P1, "s4", [ok()], when=day(5))
+    assert led.lesson(agent.propose(P1, evidence=[outcome, fresh])).status == "trial"
+
+
+# -- refusals and retries ----------------------------------------------------------------------
+
+
+def test_refused_commands_write_nothing_and_say_why(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    outcome = led.lesson(lid).evidence[0]
+    version = led.lesson(lid).version
+    led.edit_lesson(key=agent.key(), lesson_id=lid, text="Run pytest from root",
+                    expected_version=version)
+    current = led.lessons(P1, record=False)[0].lesson_id
+    head = led.log.head()
+
+    credentials = [
+        ("password assignment", "password=hunter2"),
+        ("AWS access key", "use AKIAIOSFODNN7EXAMPLE for the bucket"),
+        ("private key", "-----BEGIN RSA PRIVATE KEY-----"),
+    ]
+    for pattern, secret in credentials:
+        attempts: list[Any] = [
+            lambda s=secret: agent.propose(P1, text=s),
+            lambda s=secret: agent.propose(P1, text="Prefer the root", avoid_op=f"curl {s}"),
+            lambda s=secret: agent.outcome(P1, "s2", [fail(error=s)], when=T0),
+            lambda s=secret: led.observe_outcome(key=agent.key(), project=P1, passed=True,
+                                                 task=f"deploy with {s}"),
+            lambda s=secret: led.edit_lesson(key=agent.key(), lesson_id=current, text=s),
+            lambda s=secret: led.retire_lesson(key=agent.key(), lesson_id=current, reason=s),
+        ]
+        for attempt in attempts:
+            with pytest.raises(CredentialError, match=pattern) as refused:
+                attempt()
+            assert refused.value.pattern == pattern
+
+    with pytest.raises(EvidenceError, match="not an observed outcome"):
+        agent.propose(P1, evidence=[UUID(int=42)])
+    with pytest.raises(EvidenceError, match="does not show"):
+        agent.propose(P1, kind="do", avoid_op="", prefer_op=AVOID, evidence=[outcome])
+    with pytest.raises(EvidenceError):
+        agent.propose(P2, evidence=[outcome])       # observed in another project
+    # Read at ``version``, since edited by someone else: the reader's version is stale.
+    with pytest.raises(StaleVersionError):
+        led.edit_lesson(key=agent.key(), lesson_id=lid, text="x", expected_version=version)
+    with pytest.raises(StaleVersionError):
+        led.retire_lesson(key=agent.key(), lesson_id=lid, expected_version=version)
+
+    assert led.log.head() == head
+    assert led.lesson(current).status == "trial"
+
+
+def test_a_command_retried_with_the_same_key_writes_nothing_new(agent: Agent) -> None:
+    led = agent.ledger
+    sent: list[tuple[Any, dict[str, Any]]] = [
+        (led.observe_outcome, {"project": P1, "session": "s1", "passed": True,
+                               "operations": [fail(), msgspec.structs.replace(ok(), order=1)],
+                               "occurred_at": T0}),
+        (led.propose_lesson, {"project": P1, "text": "Avoid make", "kind": "avoid",
+                              "avoid_op": "make", "target": TARGET, "occurred_at": T0}),
+        (led.declare_environment_change, {"scope": P1, "component": "pytest", "new": "8"}),
+        (led.reconcile, {"now": day(1)}),
+        (led.reconcile, {"now": day(2)}),
+    ]
+    for i, (command, fields) in enumerate(sent):
+        first = command(key=f"retry-{i}", **fields)
+        head, state = led.log.head(), led.view.dump()
+        assert command(key=f"retry-{i}", **fields) == first
+        assert (led.log.head(), led.view.dump()) == (head, state)
+
+    lid = led.lessons(P1, record=False)[0].lesson_id
+    decayed = led.lesson(lid).confidence
+    assert decayed == near(0.48)    # one decaying pass, though reconcile ran twice per key
+    edit = {"lesson_id": lid, "text": "Run pytest from root", "expected_version": 0}
+    first = led.edit_lesson(key="retry-edit", **edit)
+    assert led.edit_lesson(key="retry-edit", **edit) == first   # not a stale version
