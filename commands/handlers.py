@@ -133,7 +133,7 @@ def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
         # The model's own lesson is a claim whatever it cites: what it cites must exist
         # and show the lesson (checked above), but only an attributed confirmation gives
         # a claim evidence.
-        fingerprint=cmd.fingerprint, evidence=[] if claim else cmd.evidence,
+        fingerprint=cmd.fingerprint, evidence=[] if claim else cmd.evidence, vector=cmd.vector,
         confidence=rules.start_claim if claim else rules.start_extractor,
     ), stream=lesson_id)]
 

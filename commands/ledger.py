@@ -20,14 +20,17 @@ from __future__ import annotations
 import copy
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 from uuid import UUID
 
 import msgspec
 import msgspec.inspect as mi
+from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
@@ -40,12 +43,15 @@ from lessonledger.commands.messages import (
     RetireLesson,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
+from lessonledger.commands.recall import Check, Recaller
 from lessonledger.ledger.events import LessonRecalled, decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, Record
 from lessonledger.ledger.submission import new_event
+from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.store import ViewStore
 
@@ -73,7 +79,7 @@ class Ledger:
     """
 
     def __init__(self, home: str | os.PathLike[str], *, sync: bool = True,
-                 rules: Rules | None = None) -> None:
+                 rules: Rules | None = None, embedder: Embedder | None = None) -> None:
         self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
         self.log = EventLog(self._lmdb, LOG_NAME)
         self._store = ViewStore(self._lmdb)
@@ -81,6 +87,8 @@ class Ledger:
         self.view = LessonView.load(saved[1], rules) if saved else LessonView(rules)
         self._saved_at = self.view.position
         self._lock = threading.RLock()
+        self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
+                                 embedder)
         self.catch_up()
 
     # -- the fold and the policies ---------------------------------------------------
@@ -102,6 +110,7 @@ class Ledger:
                     break
             if self.view.position - self._saved_at >= _SAVE_EVERY:
                 self.save_view()
+            self.recaller.sync()
             return self.view.position
 
     def _react(self, record: Record) -> None:
@@ -211,6 +220,77 @@ class Ledger:
                 self.catch_up()
             return _snapshot(rows)
 
+    def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
+               actor: str = "agent", as_of: int | None = None) -> Recall:
+        """The lessons to put in an agent's prompt for a project and a query.
+
+        At most 5 lessons in at most 300 tokens, ranked as
+        :mod:`lessonledger.projections.recall` documents. With ``record`` the ledger
+        notes what was shown (usage clock; in play for this session). ``as_of`` (a log
+        position) answers as the ledger stood then, records nothing, and scores vectors
+        exactly from the texts.
+        """
+        with self._lock:
+            self.catch_up()
+            if as_of is not None:
+                return self.recaller.rank(self.view_at(as_of), project, query,
+                                          now=self.time_at(as_of), exact=True)
+            result = self.recaller.rank(self.view, project, query)
+            if record and result.lessons:
+                self.recaller.record([r.lesson_id for r in result.lessons], project, query,
+                                     session, actor)
+                self.catch_up()
+            return result
+
+    def check(self, project: str, operation: str, target: str, *, session: str = "",
+              record: bool = True, actor: str = "agent", as_of: int | None = None) -> Check:
+        """What is on file for an operation on a target: one line to show before acting."""
+        with self._lock:
+            self.catch_up()
+            view = self.view if as_of is None else self.view_at(as_of)
+            result = self.recaller.check(view, project, operation, target)
+            if record and as_of is None and result.shown:
+                self.recaller.record(result.shown, project, f"check {operation} {target}",
+                                     session, actor)
+                self.catch_up()
+            return result
+
+    def why(self, lesson_id: UUID, *, project: str | None = None, query: str | None = None,
+            as_of: int | None = None) -> Why:
+        """The events that made a lesson what it is, and why it was or was not recalled.
+
+        The recall verdict needs a project (and a query). ``as_of`` answers as the ledger
+        stood at that position. The lesson row is a copy, as :meth:`lesson`'s is.
+        """
+        with self._lock:
+            self.catch_up()
+            view = self.view if as_of is None else self.view_at(as_of)
+            now = None if as_of is None else self.time_at(as_of)
+            story = explain(view, self.log, self.recaller, lesson_id, project=project,
+                            query=query, now=now)
+            return msgspec.structs.replace(story, lesson=_snapshot([story.lesson])[0])
+
+    def view_at(self, position: int) -> LessonView:
+        """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
+        view = LessonView(self.view.rules)
+        for record in self.log.scan(1, stop=position):
+            view.apply(record)
+        return view
+
+    def time_at(self, position: int) -> int:
+        """The ledger time (ns) of the event at ``position``."""
+        records = self.log.read(max(position, 1), limit=1)
+        return records[0].envelope.recorded_at if records else time.time_ns()
+
+    def position_at(self, when_ns: int) -> int:
+        """The last position recorded at or before a time (0 when none)."""
+        last = 0
+        for record in self.log.scan():
+            if record.envelope.recorded_at > when_ns:
+                break
+            last = record.envelope.position
+        return last
+
     def lesson(self, lesson_id: UUID) -> LessonRow:
         """One lesson, whatever its status."""
         with self._lock:
@@ -237,9 +317,10 @@ class Ledger:
     # -- lifetime --------------------------------------------------------------------
 
     def close(self) -> None:
-        """Save the view and release the home."""
+        """Save the view and the vector index, and release the home."""
         with self._lock:
             self.save_view()
+            self.recaller.save()
             release(self._lmdb)
 
     def __enter__(self) -> Self:

@@ -83,6 +83,8 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     longevity: Longevity = "ongoing"
     fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
     evidence: Annotated[list[UUID], Meta(max_length=1000)] = []
+    #: Your own embedding of the text; used when its length matches the ledger's embedder.
+    vector: Annotated[list[float], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
         need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),

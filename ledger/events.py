@@ -119,6 +119,9 @@ class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
     evidence: Ids = []
     confidence: Confidence = 0.5
     supersedes: UUID | None = None
+    #: The publisher's own embedding of the text, if it has one (else the ledger's
+    #: embedder makes one). Kept in the body: erasing the lesson erases the vector.
+    vector: Annotated[list[float], Meta(max_length=4096)] = []
 
 
 class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed"):

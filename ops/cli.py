@@ -17,7 +17,7 @@ import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
-from lessonledger.ops import lesson_commands
+from lessonledger.ops import lesson_commands, recall_commands
 from lessonledger.ops.config import HOME_ENV, default_home, open_log
 from lessonledger.ops.render import record_json, record_line
 
@@ -134,6 +134,41 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_lifecycle
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    result = bench_lifecycle.run(commands=args.commands, log_events=args.log_events,
+                                 progress=say)
+    if args.json:
+        _print_json(result)
+    else:
+        for key, value in result.items():
+            print(f"{key:<32}{value}")
+    return 0
+
+
+def _cmd_bench_recall(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from lessonledger.ops import bench_recall
+    from lessonledger.ops.bench_recall_home import ledger_recall
+
+    with ExitStack() as stack:
+        result = bench_recall.run(
+            sizes=tuple(args.sizes), projects=args.projects, queries=args.queries,
+            progress=lambda line: print(line, file=sys.stderr),
+            plan_recall=ledger_recall(stack))
+    if args.json:
+        _print_json(result)
+    else:
+        for size, figures in result["sizes"].items():
+            print(size, " ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lessonledger", description=(
         "An event-sourced memory ledger: agents record outcomes and lessons; "
@@ -159,6 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="record a small agent story and show it").set_defaults(
         run=_cmd_demo)
     lesson_commands.register(sub, _Parser)
+    recall_commands.register(sub, _Parser)
     bench = sub.add_parser("bench", help="measure against baselines in the same run")
     which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
                                  parser_class=_Parser)
@@ -170,6 +206,25 @@ def _parser() -> argparse.ArgumentParser:
                         help="events to replay (default 100,000)")
     append.add_argument("--json", action="store_true", help="print one JSON object")
     append.set_defaults(run=_cmd_bench)
+    recall = which.add_parser("recall", help=(
+        "plan-time recall latency, and the vector index vs exact numpy search"))
+    recall.add_argument("--sizes", type=_count(100), nargs="+", default=[10_000, 100_000],
+                        metavar="N", help="lesson counts (default 10000 100000)")
+    recall.add_argument("--projects", type=_count(1), default=500, help="projects (500)")
+    recall.add_argument("--queries", type=_count(10), default=500, help="queries per size")
+    recall.add_argument("--json", action="store_true", help="print one JSON object")
+    recall.set_defaults(run=_cmd_bench_recall)
+    lifecycle = which.add_parser("lifecycle", help=(
+        "agent commands through the Python API on a durable home, and the lesson view "
+        "rebuilt from a long log vs replaying it"))
+    lifecycle.add_argument("--commands", type=_count(100), default=5_000,
+                           help="queries, outcomes, proposals and reconciles per run "
+                                "(default 5,000)")
+    lifecycle.add_argument("--log-events", type=_count(1_000), default=100_000,
+                           help="events in the log the view is rebuilt from "
+                                "(default 100,000)")
+    lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
+    lifecycle.set_defaults(run=_cmd_bench_lifecycle)
     return parser
 
 

@@ -34,11 +34,12 @@ from lessonledger.ops.render import timestamp
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.store import ViewStore
 
-__all__ = ["register"]
+__all__ = ["find_lesson", "open_lessons", "register"]
 
 
 @contextmanager
-def _ledger(home: Path) -> Iterator[Ledger]:
+def open_lessons(home: Path) -> Iterator[Ledger]:
+    """Open an existing home's ledger; a missing home is a one-line error, not a new home."""
     if not (home / "LESSONLEDGER").exists():
         msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
         raise LedgerConfigError(msg)
@@ -53,8 +54,9 @@ def _print_json(obj: object) -> None:
     sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
 
 
-def _find(ledger: Ledger, text: str) -> UUID:
+def find_lesson(ledger: Ledger, text: str) -> UUID:
     """A lesson id from its full form or a unique prefix of it."""
+    ledger.catch_up()
     matches = [i for i in ledger.view.lessons if str(i).startswith(text.lower())]
     if len(matches) == 1:
         return matches[0]
@@ -81,7 +83,7 @@ def _line(row: LessonRow) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         ledger.catch_up()
         rows = sorted(ledger.view.lessons.values(),
                       key=lambda r: (not r.active, -r.confidence, str(r.lesson_id)))
@@ -98,9 +100,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         ledger.catch_up()
-        row = ledger.lesson(_find(ledger, args.lesson))
+        row = ledger.lesson(find_lesson(ledger, args.lesson))
     if args.json:
         _print_json(_row_json(row, moves=True))
         return 0
@@ -120,9 +122,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         ledger.catch_up()
-        chain = ledger.history(_find(ledger, args.lesson))
+        chain = ledger.history(find_lesson(ledger, args.lesson))
     if args.json:
         _print_json([_row_json(r) for r in chain])
         return 0
@@ -135,7 +137,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, command: AnyCommand) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         receipt = ledger.execute(command)
     if args.json:
         _print_json(receipt)
@@ -146,18 +148,18 @@ def _run(args: argparse.Namespace, command: AnyCommand) -> int:
 
 
 def _cmd_edit(args: argparse.Namespace) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         ledger.catch_up()
-        lesson_id = _find(ledger, args.lesson)
+        lesson_id = find_lesson(ledger, args.lesson)
     key = args.key or f"edit:{lesson_id}:{time.time_ns()}"
     return _run(args, EditLesson(key=key, lesson_id=lesson_id, text=args.text, actor="user",
                                  expected_version=args.expected_version))
 
 
 def _cmd_retire(args: argparse.Namespace) -> int:
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         ledger.catch_up()
-        lesson_id = _find(ledger, args.lesson)
+        lesson_id = find_lesson(ledger, args.lesson)
     key = args.key or f"retire:{lesson_id}:{time.time_ns()}"
     return _run(args, RetireLesson(key=key, lesson_id=lesson_id, reason=args.reason,
                                    actor="user", expected_version=args.expected_version))
@@ -193,7 +195,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
-    with _ledger(args.home) as ledger:
+    with open_lessons(args.home) as ledger:
         for command in commands:
             receipt = ledger.execute(command)
             _print_json({"key": command.key, **msgspec.to_builtins(receipt)})

@@ -30,7 +30,21 @@ from lessonledger.ledger.events import (
 from lessonledger.ledger.log import Record
 from lessonledger.projections.rules import Rules, clamp
 
-__all__ = ["ACTIVE", "LessonRow", "LessonView", "Move", "OutcomeRow", "Status"]
+__all__ = [
+    "ACTIVE",
+    "Failure",
+    "LessonRow",
+    "LessonView",
+    "Move",
+    "OutcomeRow",
+    "Status",
+    "failure_key",
+]
+
+
+def failure_key(project: str, op: str, target: str) -> str:
+    """The key of an operation's failures on a target in a project."""
+    return f"{project}|{op}|{target}"
 
 Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expired"]
 #: Statuses that recall and attribution consider.
@@ -78,6 +92,8 @@ class LessonRow(msgspec.Struct, kw_only=True):
     reason: str = ""
     version: int = 0
     moves: list[Move] = []
+    #: Where the publisher's own vector for this lesson is (its proposal), 0 if none.
+    vector_at: int = 0
 
     @property
     def active(self) -> bool:
@@ -101,12 +117,22 @@ class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
     at: int
 
 
+class Failure(msgspec.Struct, kw_only=True):
+    """Past failures of one operation on one target in one project."""
+
+    count: int = 0
+    error: str = ""
+    outcome: UUID | None = None
+    at: int = 0
+
+
 class _State(msgspec.Struct, kw_only=True):
     position: int = 0
     epoch: int = 0
     lessons: dict[UUID, LessonRow] = {}
     outcomes: dict[UUID, OutcomeRow] = {}
     recalled: dict[str, list[UUID]] = {}
+    failures: dict[str, Failure] = {}
 
 
 _state_encoder = msgspec.msgpack.Encoder()
@@ -119,6 +145,13 @@ class LessonView:
     def __init__(self, rules: Rules | None = None) -> None:
         self.rules = rules or Rules()
         self._s = _State()
+        #: Lessons whose rows changed since the owner last looked (not saved): what a
+        #: vector index must re-check to stay equal to the active set.
+        self.changed: set[UUID] = set()
+        # Active lesson ids by scope, so a query touches one project, not every lesson.
+        self._by_scope: dict[str, set[UUID]] = {}
+        self._listed: dict[UUID, str] = {}
+        self._recalled_sets: dict[str, set[UUID]] = {}
 
     # -- persistence -----------------------------------------------------------------
 
@@ -136,6 +169,8 @@ class LessonView:
         """Restore a view from :meth:`dump`'s bytes."""
         view = cls(rules)
         view._s = _state_decoder.decode(data)
+        for row in view._s.lessons.values():
+            view._place(row)
         return view
 
     # -- queries ----------------------------------------------------------------------
@@ -157,9 +192,24 @@ class LessonView:
 
     def active_for(self, project: str) -> list[LessonRow]:
         """Active lessons a project may see: its own and global ones, strongest first."""
-        rows = [r for r in self._s.lessons.values()
-                if r.active and r.scope in (project, "global")]
+        lessons = self._s.lessons
+        ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
+        rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, str(r.lesson_id)))
+
+    def _place(self, row: LessonRow) -> None:
+        """Keep the active-lessons-by-scope index (derived, not saved) in step with a row."""
+        listed = self._listed.pop(row.lesson_id, None)
+        if listed is not None:
+            self._by_scope[listed].discard(row.lesson_id)
+        if row.active:
+            self._by_scope.setdefault(row.scope, set()).add(row.lesson_id)
+            self._listed[row.lesson_id] = row.scope
+
+    @property
+    def failures(self) -> dict[str, Failure]:
+        """Past failures by :func:`failure_key` (project, operation, target)."""
+        return self._s.failures
 
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
@@ -181,8 +231,13 @@ class LessonView:
         # A lesson's version is the last version on its own stream: what an edit or a
         # retirement must name to change it, so concurrent changes conflict.
         row = self._s.lessons.get(getattr(event, "lesson_id", None))  # type: ignore[arg-type]
-        if row is not None and envelope.stream_id == row.lesson_id:
-            row.version = envelope.version
+        if row is not None:
+            self.changed.add(row.lesson_id)
+            self._place(row)
+            if envelope.stream_id == row.lesson_id:
+                row.version = envelope.version
+            if isinstance(event, LessonProposed) and event.vector:
+                row.vector_at = envelope.position
 
     def _fold(self, event: AnyEvent, position: int, at: int, session: str) -> None:
         match event:
@@ -192,6 +247,12 @@ class LessonView:
                     passed=event.passed, operations=event.operations, at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
+                for op in event.operations:
+                    if not op.ok:
+                        failure = self._s.failures.setdefault(
+                            failure_key(event.project, op.op, op.target), Failure())
+                        failure.count += 1
+                        failure.error, failure.outcome, failure.at = op.error, event.outcome_id, at
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
@@ -311,12 +372,17 @@ class LessonView:
 
     def _recall(self, event: LessonRecalled, session: str, at: int) -> None:
         seen = self._s.recalled.setdefault(session, [])
+        # A set beside the saved list: membership in a list of UUIDs was 95% of a rebuild.
+        members = self._recalled_sets.get(session)
+        if members is None:
+            members = self._recalled_sets[session] = set(seen)
         for lesson_id in event.lesson_ids:
             row = self._s.lessons.get(lesson_id)
             if row is not None:
                 row.last_used_at = at  # the usage clock only: never evidence or expiry
                 self._touch(lesson_id)
-            if lesson_id not in seen:
+            if lesson_id not in members:
+                members.add(lesson_id)
                 seen.append(lesson_id)
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:

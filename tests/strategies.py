@@ -98,15 +98,35 @@ def required_paths(value: Any, t: mi.Type, path: str = "$") -> list[tuple[str, A
     return out
 
 
-def all_paths(value: Any, path: str = "$") -> list[tuple[str, Any]]:
-    """Every (JSON path, leaf or container value) of a builtins value."""
-    out = [(path, value)]
-    if isinstance(value, dict):
+Step = str | int
+
+
+def typed_paths(value: Any, t: mi.Type, path: str = "$",
+                steps: tuple[Step, ...] = ()) -> list[tuple[str, tuple[Step, ...], Any]]:
+    """Every (JSON path as msgspec reports it, steps to reach it, value) inside a value.
+
+    Struct fields are ``.name`` and list items ``[i]``; a mapping's values are reported
+    by msgspec as ``[...]``, whatever their key.
+    """
+    out = [(path, steps, value)]
+    if isinstance(t, mi.UnionType):
+        for u in t.types:
+            if isinstance(u, mi.StructType) and isinstance(value, dict) and \
+                    value.get("type", u.tag) == u.tag:
+                return out[:0] + typed_paths(value, u, path, steps)
+            if isinstance(u, mi.NoneType) and value is None:
+                return out
+        return out
+    if isinstance(t, mi.StructType):
+        for f in t.fields:
+            if f.name in value:
+                out += typed_paths(value[f.name], f.type, f"{path}.{f.name}", (*steps, f.name))
+    elif isinstance(t, mi.ListType):
+        for i, item in enumerate(value):
+            out += typed_paths(item, t.item_type, f"{path}[{i}]", (*steps, i))
+    elif isinstance(t, mi.DictType):
         for k, v in value.items():
-            out.extend(all_paths(v, f"{path}.{k}"))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out.extend(all_paths(v, f"{path}[{i}]"))
+            out += typed_paths(v, t.value_type, f"{path}[...]", (*steps, k))
     return out
 
 

@@ -20,8 +20,9 @@ from lessonledger.ledger.submission import (
     parse_submission,
     to_new_event,
 )
-from strategies import all_paths, required_paths, submissions, to_builtins
+from strategies import required_paths, submissions, to_builtins, typed_paths
 
+SUBMISSION = mi.type_info(Submission)
 _STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(\d+)\]")
 
 
@@ -79,10 +80,11 @@ def _wrong(value: Any) -> Any:
 @given(submissions(), st.data())
 def test_wrong_type_is_named(log: EventLog, submission: Submission, data: st.DataObject) -> None:
     doc = to_builtins(submission)
-    path, value = data.draw(st.sampled_from(all_paths(doc)[1:]))
-    parent, key = _parent(doc, path)
-    parent[key] = _wrong(value)
-    # A wrong type inside the event's tag field is reported as an invalid tag value.
+    path, steps, value = data.draw(st.sampled_from(typed_paths(doc, SUBMISSION)[1:]))
+    parent = doc
+    for step in steps[:-1]:
+        parent = parent[step]
+    parent[steps[-1]] = _wrong(value)
     assert _refused(log, doc).field == path
 
 

@@ -1,0 +1,89 @@
+"""``why``: the events that made a lesson what it is, and why it was or was not recalled."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.errors import UnknownLessonError
+from lessonledger.commands.recall import Recaller
+from lessonledger.ledger.log import EventLog
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.recall import MAX_LESSONS, MAX_TOKENS, Ranked
+
+__all__ = ["RecallVerdict", "Step", "Why", "explain"]
+
+
+class Step(msgspec.Struct, frozen=True):
+    """One event behind a lesson: where, when, what, who, which outcome, and the result."""
+
+    position: int
+    recorded_at: int
+    type: str
+    actor: str
+    session: str
+    outcome: UUID | None
+    confidence: float
+    note: str
+
+
+class RecallVerdict(msgspec.Struct, frozen=True):
+    """Whether a lesson is shown for a project and query, and the reason in words."""
+
+    project: str
+    query: str
+    shown: bool
+    reason: str
+    place: int | None = None
+    figures: Ranked | None = None
+
+
+class Why(msgspec.Struct, frozen=True):
+    """A lesson's story."""
+
+    lesson: LessonRow
+    steps: list[Step]
+    recall: RecallVerdict | None = None
+
+
+def explain(view: LessonView, log: EventLog, recaller: Recaller, lesson_id: UUID, *,
+            project: str | None = None, query: str | None = None,
+            now: int | None = None) -> Why:
+    """Tell a lesson's story from the log; with a project and query, judge its recall."""
+    row = view.lessons.get(lesson_id)
+    if row is None:
+        raise UnknownLessonError(lesson_id)
+    steps = []
+    for move in row.moves:
+        envelope = log.read(move.position, limit=1)[0].envelope
+        steps.append(Step(move.position, envelope.recorded_at, move.type, envelope.actor,
+                          envelope.session, move.outcome, move.confidence, move.note))
+    verdict = None
+    if project is not None:
+        verdict = _verdict(view, recaller, row, project, query or "", now)
+    return Why(msgspec.structs.replace(row, moves=list(row.moves)), steps, verdict)
+
+
+def _verdict(view: LessonView, recaller: Recaller, row: LessonRow, project: str, query: str,
+             now: int | None) -> RecallVerdict:
+    def no(reason: str) -> RecallVerdict:
+        return RecallVerdict(project, query, False, reason)
+
+    if row.status == "claimed":
+        return no("it is a claim: never recalled until an attributed outcome confirms it")
+    if not row.active:
+        by = f" by {row.superseded_by}" if row.superseded_by else ""
+        return no(f"it is {row.status} ({row.reason or row.status}{by}); only active lessons "
+                  "are recalled")
+    if row.scope not in (project, "global"):
+        return no(f"it belongs to project {row.scope}; recall never crosses projects")
+    result = recaller.rank(view, project, query, now, exact=True)
+    place = next(i for i, r in enumerate(result.ranked, 1) if r.lesson_id == row.lesson_id)
+    figures = result.ranked[place - 1]
+    shown = any(r.lesson_id == row.lesson_id for r in result.lessons)
+    if shown:
+        reason = f"shown at place {place} with score {figures.score:.3f}"
+    else:
+        reason = (f"ranked {place} of {len(result.ranked)} (score {figures.score:.3f}); only "
+                  f"{MAX_LESSONS} lessons in {MAX_TOKENS} tokens fit the section")
+    return RecallVerdict(project, query, shown, reason, place, figures)

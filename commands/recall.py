@@ -1,0 +1,192 @@
+"""Recall and check: what an agent is shown, recorded as ``LessonRecalled``.
+
+Both are queries with one write: what was put in front of the agent is appended as a
+``LessonRecalled`` event, which moves the usage clock (never the evidence clock) and
+makes those lessons *in play* for the session's outcome. The ranking itself is pure and
+lives in :mod:`lessonledger.projections.recall`.
+
+The vector index is kept here as a projection of the lesson view: it holds exactly the
+active lessons, is saved with the position it reflects, reopened memory-mapped, and
+rebuilt from the log when missing, stale or built by another embedder. Processes that
+share a home take a lock file in the index directory: exclusive to save, shared to
+reopen, so two closing processes never write one generation's files at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import UUID
+
+import msgspec
+import numpy as np
+from lessonledger.ledger.events import LessonProposed, LessonRecalled, decode_event
+from lessonledger.ledger.ids import new_event_id
+from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.submission import new_event
+from lessonledger.projections.embedder import Embedder, default_embedder, normalise
+from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
+from lessonledger.projections.recall import Recall, one_line, rank, render
+from lessonledger.projections.vector_index import Item, VectorIndex, build
+
+__all__ = ["Check", "Recaller"]
+
+
+class Check(msgspec.Struct, frozen=True):
+    """What is on file for one operation on one target, and the line to show."""
+
+    project: str
+    operation: str
+    target: str
+    supporting: list[UUID]
+    opposing: list[UUID]
+    failures: int
+    last_error: str
+    line: str
+    #: The lessons the line names (at most two each way): what is recorded as shown.
+    shown: list[UUID] = []
+
+
+class Recaller:
+    """Ranks, records and keeps the vector index in step with the lesson view."""
+
+    def __init__(self, directory: Path, log: EventLog, view: LessonView,
+                 embedder: Embedder | None = None) -> None:
+        self.embedder = embedder or default_embedder()
+        self._dir, self._log, self._view = directory, log, view
+        with _locked(directory, exclusive=False):
+            opened = VectorIndex.open(directory, self.embedder)
+        if opened is None or opened[1] > view.position:
+            self.index = self.rebuild()
+        else:
+            self.index = opened[0]
+            # Whatever the view folded after the index was saved must be re-checked.
+            view.changed.update(view.lessons)
+        self.sync()
+
+    # -- the index as a projection ------------------------------------------------------
+
+    def rebuild(self) -> VectorIndex:
+        """Build the index of the active lessons from the log alone."""
+        self._view.changed.clear()
+        return build(self._items(r for r in self._view.lessons.values() if r.active),
+                     self.embedder)
+
+    def _items(self, rows: Iterable[LessonRow]) -> list[Item]:
+        items: list[Item] = []
+        for row in rows:
+            vector = None
+            if row.vector_at:
+                record = self._log.read(row.vector_at, limit=1)[0]
+                if record.payload is not None:
+                    event = decode_event(record.payload)
+                    if isinstance(event, LessonProposed):
+                        vector = event.vector or None
+            items.append((row.lesson_id, row.text, vector))
+        return items
+
+    def sync(self) -> None:
+        """Bring the index in line with the lessons that changed in the view."""
+        changed, self._view.changed = self._view.changed, set()
+        lessons = self._view.lessons
+        wanted = [lessons[i] for i in changed if lessons[i].active and i not in self.index]
+        for lesson_id in changed:
+            if not lessons[lesson_id].active and lesson_id in self.index:
+                self.index.remove(lesson_id)
+        if wanted:
+            items = self._items(wanted)
+            self.index.upsert_many([i[0] for i in items], self._vectors(items))
+
+    def _vectors(self, items: list[Item]) -> np.ndarray:
+        """Each lesson's publisher vector when it fits the embedder, else its embedded text."""
+        dim = self.embedder.dim
+        matrix = np.empty((len(items), dim), dtype=np.float32)
+        to_embed = []
+        for row, (_, _, vector) in enumerate(items):
+            supplied = None if vector is None else np.asarray(vector, dtype=np.float32)
+            if supplied is not None and supplied.shape == (dim,):
+                matrix[row] = normalise(supplied, dim)[0]
+            else:
+                to_embed.append(row)
+        if to_embed:
+            matrix[to_embed] = self.embedder.embed([items[row][1] for row in to_embed])
+        return matrix
+
+    def save(self) -> None:
+        """Save the index with the view position it reflects."""
+        self.sync()
+        with _locked(self._dir, exclusive=True):
+            self.index.save(self._dir, self._view.position)
+
+    # -- queries ------------------------------------------------------------------------
+
+    def rank(self, view: LessonView, project: str, query: str, now: int | None = None, *,
+             exact: bool = False) -> Recall:
+        """Rank a project's candidates for a query in ``view``; writes nothing.
+
+        With ``exact`` the candidates' vectors are made from the log on the spot instead
+        of read from the index, which holds only today's active lessons. They are stored
+        at the index's precision and scored by the same code, so an answer as of the
+        head equals the live one, figure for figure.
+        """
+        rows = view.active_for(project)
+        similarities = None
+        if rows and query.strip():
+            vector = self.embedder.embed([query])[0]
+            ids = [r.lesson_id for r in rows]
+            index = self.index
+            if exact:
+                index = VectorIndex(self.embedder.name, self.embedder.dim,
+                                    dtype=self.index.dtype)
+                index.upsert_many(ids, self._vectors(self._items(rows)))
+            similarities = index.similarities(vector, ids)
+        ranked = rank(rows, query, similarities, now or time.time_ns())
+        return render({r.lesson_id: r for r in rows}, ranked, project, query)
+
+    def record(self, lesson_ids: list[UUID], project: str, query: str, session: str,
+               actor: str) -> None:
+        """Note that these lessons were put in front of an agent."""
+        if lesson_ids:
+            eid = new_event_id()
+            self._log.append([new_event(
+                LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
+                stream=eid, version=0, event_id=eid, actor=actor, session=session)])
+
+    def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
+        """What is on file for an operation on a target, as one line an agent can show."""
+        rows = [r for r in view.active_for(project) if r.target == target]
+        supporting = [r for r in rows if operation in (r.prefer_op,) and r.kind != "avoid"]
+        opposing = [r for r in rows if operation == r.avoid_op]
+        failure = view.failures.get(failure_key(project, operation, target))
+        parts = [f"{operation} on {target}:"]
+        parts += [f"avoid ({_brief(r)})" for r in opposing[:2]]
+        parts += [f"prefer ({_brief(r)})" for r in supporting[:2]]
+        if failure is not None:
+            last = one_line(failure.error)[:120] or "?"
+            parts.append(f"failed {failure.count}x here before, last: {last}")
+        if len(parts) == 1:
+            parts.append("nothing on file")
+        return Check(project, operation, target, [r.lesson_id for r in supporting],
+                     [r.lesson_id for r in opposing], failure.count if failure else 0,
+                     failure.error if failure else "", " ".join(parts),
+                     [r.lesson_id for r in opposing[:2] + supporting[:2]])
+
+
+def _brief(row: LessonRow) -> str:
+    label = "trial, " if row.status == "trial" else ""
+    return f"{label}{row.confidence:.2f}: {one_line(row.text)[:120]}"
+
+
+@contextmanager
+def _locked(directory: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the index directory's lock file: shared to read it, exclusive to write it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "lock").open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

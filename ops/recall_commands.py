@@ -1,0 +1,124 @@
+"""``lessonledger recall``, ``check`` and ``why``: what an agent sees, and why.
+
+Every one takes ``--as-of POSITION|TIME`` to answer as the ledger stood then (a fresh
+replay of the log up to that point; nothing is recorded), and ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ops.lesson_commands import find_lesson, open_lessons
+from lessonledger.ops.render import timestamp
+
+__all__ = ["register"]
+
+
+def _as_of(text: str) -> int | datetime:
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as e:
+        msg = f"expected a log position or an ISO 8601 time, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from e
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _position(ledger: Ledger, as_of: int | datetime | None) -> int | None:
+    if as_of is None or isinstance(as_of, int):
+        head = ledger.log.head()
+        if isinstance(as_of, int) and as_of > head:
+            msg = f"--as-of {as_of} is past the last position {head}"
+            raise LedgerConfigError(msg)
+        return as_of
+    # Whole microseconds, exactly: a float timestamp would be off by up to a few hundred ns.
+    since = as_of - datetime(1970, 1, 1, tzinfo=UTC)
+    return ledger.position_at(since // timedelta(microseconds=1) * 1000)
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def _cmd_recall(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        as_of = _position(ledger, args.as_of)
+        result = ledger.recall(args.project, args.query, session=args.session,
+                               record=args.record and as_of is None, as_of=as_of)
+    if args.json:
+        _print_json(result)
+    else:
+        print(result.section or "no lessons on file for this project")
+        print(f"({len(result.lessons)} of {len(result.ranked)} candidates, "
+              f"{result.tokens} tokens)", file=sys.stderr)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        as_of = _position(ledger, args.as_of)
+        result = ledger.check(args.project, args.operation, args.target, session=args.session,
+                              record=args.record and as_of is None, as_of=as_of)
+    if args.json:
+        _print_json(result)
+    else:
+        print(result.line)
+    return 0
+
+
+def _cmd_why(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        as_of = _position(ledger, args.as_of)
+        lesson_id = find_lesson(ledger, args.lesson)
+        story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+    if args.json:
+        _print_json(story)
+        return 0
+    row = story.lesson
+    print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
+    print(f"  {row.text}")
+    for step in story.steps:
+        cited = f" outcome {step.outcome}" if step.outcome else ""
+        print(f"  @{step.position:<7} {timestamp(step.recorded_at)}  {step.type:<20} "
+              f"by {step.actor or '-':<8} -> {step.confidence:.2f}{cited} {step.note}")
+    if story.recall is not None:
+        verdict = story.recall
+        said = verdict.reason if verdict.shown else f"not shown: {verdict.reason}"
+        print(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
+    return 0
+
+
+def _common(p: Any) -> None:
+    p.add_argument("--as-of", type=_as_of, default=None, metavar="POSITION|TIME",
+                   help="answer as the ledger stood at a log position or an ISO time")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add recall, check and why to the CLI's sub-parsers."""
+    recall = sub.add_parser("recall", help="the lessons section an agent puts in its prompt")
+    recall.add_argument("--project", required=True, help="the project digest")
+    recall.add_argument("query", help="what the agent is about to do")
+    check = sub.add_parser("check", help="what is on file for an operation, in one line")
+    check.add_argument("--project", required=True, help="the project digest")
+    check.add_argument("operation", help="the operation key, e.g. pytest:tests/")
+    check.add_argument("target", help="the target key, relative to the project")
+    for p, run in ((recall, _cmd_recall), (check, _cmd_check)):
+        p.add_argument("--session", default="", help="the agent session asking")
+        p.add_argument("--no-record", dest="record", action="store_false",
+                       help="do not record this as shown to an agent (browsing)")
+        _common(p)
+        p.set_defaults(run=run)
+    why = sub.add_parser("why", help="the events behind a lesson; why it was (not) recalled")
+    why.add_argument("lesson", help="lesson id, or a unique prefix of it")
+    why.add_argument("--project", help="judge its recall for this project …")
+    why.add_argument("--query", help="… and this query")
+    _common(why)
+    why.set_defaults(run=_cmd_why)

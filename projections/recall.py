@@ -1,0 +1,246 @@
+"""Plan-time recall: which lessons an agent sees for a project and a query, and why.
+
+The ranking, in full (DESIGN §4 asks for it to be documented):
+
+1. Candidates are the *active* lessons (trial or trusted) of the project plus the global
+   ones. Claimed, superseded, retired and expired lessons are never candidates, and no
+   other project's lessons ever are.
+2. Relevance fuses two rankings of the candidates by reciprocal rank (k = 60): BM25 over
+   the lesson text and its operation keys (``bm25s``), and cosine similarity of the
+   lesson's vector to the query's. ``rrf = Σ 1 / (60 + rank)``, over the rankings in
+   which the lesson scores above zero, scaled to [0, 1] by its largest possible value.
+3. ``score = 0.6 · relevance + 0.3 · confidence + 0.1 · recency`` where
+   ``recency = exp(-days since last evidence / 30)``.
+4. Contradiction-aware: active lessons on the same operation and target that disagree
+   (one prefers or does what another avoids) are shown together: the highest-scoring one
+   as the current belief, then the others labelled as contradicting it.
+5. At most 5 lessons and at most 300 tokens, counting tokens as
+   ``ceil(utf-8 bytes / 4)`` of the whole section (heading, lines and newlines). Groups
+   are taken in order; a group that would break a cap is left out and the next ones are
+   still tried, so one long lesson near the top never silences the rest.
+
+Each line names its status when it is still on trial (a contradicting one too), and is
+one line: a lesson text's own line breaks and runs of whitespace are shown as single
+spaces.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Literal
+from uuid import UUID
+
+import bm25s
+import msgspec
+import numpy as np
+from lessonledger.projections.lessons import LessonRow
+
+__all__ = [
+    "MAX_LESSONS",
+    "MAX_TOKENS",
+    "Ranked",
+    "Recall",
+    "count_tokens",
+    "disagree",
+    "one_line",
+    "rank",
+    "render",
+]
+
+MAX_LESSONS = 5
+MAX_TOKENS = 300
+_RRF_K = 60
+_WEIGHTS = (0.6, 0.3, 0.1)
+_DAY_NS = 86_400 * 10**9
+
+
+class Ranked(msgspec.Struct, frozen=True):
+    """One candidate's place and the figures behind it."""
+
+    lesson_id: UUID
+    score: float
+    relevance: float
+    bm25_rank: int | None
+    vector_rank: int | None
+    confidence: float
+    recency: float
+    label: Literal["belief", "trial", "contradicting"] = "belief"
+    contradicts: UUID | None = None
+    line: str = ""
+    tokens: int = 0
+
+
+class Recall(msgspec.Struct, frozen=True):
+    """What recall returns: the lessons shown, in order, and the prompt section.
+
+    ``ranked`` is every candidate in order (grouped as shown); ``tokens`` is
+    :func:`count_tokens` of ``section``, never above :data:`MAX_TOKENS`.
+    """
+
+    project: str
+    query: str
+    lessons: list[Ranked]
+    ranked: list[Ranked]
+    section: str
+    tokens: int
+
+
+def count_tokens(text: str) -> int:
+    """The documented token count of a line: one token per 4 bytes of UTF-8, rounded up."""
+    return math.ceil(len(text.encode()) / 4)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in "".join(c.lower() if c.isalnum() else " " for c in text).split() if t]
+
+
+def _doc(row: LessonRow) -> str:
+    return f"{row.text} {row.avoid_op} {row.prefer_op} {row.target}"
+
+
+@functools.lru_cache(maxsize=2048)
+def _retriever(docs: tuple[str, ...]) -> bm25s.BM25 | None:
+    # Indexing is the slow part (milliseconds); a project's candidates change rarely
+    # compared with how often its agents ask, so indexes are kept by their documents.
+    tokenized = bm25s.tokenize(list(docs), stopwords="en", show_progress=False)
+    if not tokenized.vocab:
+        return None  # nothing but stopwords and one-letter words: BM25 cannot index it
+    retriever = bm25s.BM25()
+    retriever.index(tokenized, show_progress=False)
+    return retriever
+
+
+def _bm25_ranks(rows: Sequence[LessonRow], query: str) -> np.ndarray:
+    """Rank candidates by BM25, each scored within its own scope's corpus.
+
+    A project's lessons and the global ones are indexed apart, so the large, shared
+    global index is built once rather than once per project; scores from the two are
+    merged into one ranking.
+    """
+    terms = _tokens(query)
+    scores = np.zeros(len(rows), dtype=np.float64)
+    if not rows or not terms:
+        return np.zeros(len(rows), dtype=np.int64)
+    scopes: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        scopes.setdefault(row.scope, []).append(i)
+    for places in scopes.values():
+        retriever = _retriever(tuple(_doc(rows[i]) for i in places))
+        if retriever is not None:
+            scores[places] = retriever.get_scores(terms)
+    return _ranks(scores)
+
+
+def _ranks(scores: np.ndarray) -> np.ndarray:
+    """1-based ranks by descending score (stable); 0 where the score is not above zero."""
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    ranks[scores <= 0] = 0
+    return ranks
+
+
+def disagree(a: LessonRow, b: LessonRow) -> bool:
+    """True when two lessons about one target predict opposite results for an operation."""
+    if a.target != b.target or a.lesson_id == b.lesson_id:
+        return False
+    a_good, a_bad = {a.prefer_op} - {""}, {a.avoid_op} - {""}
+    b_good, b_bad = {b.prefer_op} - {""}, {b.avoid_op} - {""}
+    return bool(a_good & b_bad or a_bad & b_good)
+
+
+def rank(rows: Sequence[LessonRow], query: str, similarities: np.ndarray | None,
+         now: int) -> list[Ranked]:
+    """Score every candidate; best first.
+
+    Ties keep the candidates' own order (confidence, evidence recency, id), so the
+    ranking is the same on every run. Scoring is vectorised: a query touches a few
+    hundred candidates and must stay well inside a millisecond budget.
+    """
+    n = len(rows)
+    if n == 0:
+        return []
+    bm25 = _bm25_ranks(rows, query)
+    vector = _ranks(similarities) if similarities is not None else np.zeros(n, np.int64)
+    best = 2 / (_RRF_K + 1) if similarities is not None else 1 / (_RRF_K + 1)
+    rrf = np.where(bm25 > 0, 1 / (_RRF_K + bm25), 0.0) + np.where(
+        vector > 0, 1 / (_RRF_K + vector), 0.0)
+    relevance = rrf / best
+    confidence = np.fromiter((r.confidence for r in rows), np.float64, n)
+    age = now - np.fromiter((r.last_evidence_at for r in rows), np.int64, n)
+    recency = np.exp(-np.maximum(age, 0) / _DAY_NS / 30)
+    score = np.round(_WEIGHTS[0] * relevance + _WEIGHTS[1] * confidence
+                     + _WEIGHTS[2] * recency, 9)
+    return [
+        Ranked(rows[i].lesson_id, float(score[i]), float(relevance[i]),
+               int(bm25[i]) or None, int(vector[i]) or None, float(confidence[i]),
+               float(recency[i]), "trial" if rows[i].status == "trial" else "belief")
+        for i in np.argsort(-score, kind="stable")
+    ]
+
+
+def _line(row: LessonRow, label: str) -> str:
+    # A contradicting lesson still on trial is labelled as both.
+    tags = ["trial"] if row.status == "trial" else []
+    if label == "contradicting":
+        tags.append("contradicts the lesson above")
+    tag = f"[{'; '.join(tags)}] " if tags else ""
+    return f"- {tag}{one_line(row.text)} (confidence {row.confidence:.2f})"
+
+
+def one_line(text: str) -> str:
+    """A text as one line: its line breaks and runs of whitespace become single spaces."""
+    return " ".join(text.split())
+
+
+def render(rows: dict[UUID, LessonRow], ranked: list[Ranked], project: str,
+           query: str) -> Recall:
+    """Group disagreeing lessons, apply the caps, and build the prompt section.
+
+    A belief and the lessons contradicting it are shown together or not at all, so a
+    cap never silently keeps one side of a disagreement.
+    """
+    groups: list[list[Ranked]] = []
+    placed: set[UUID] = set()
+    # Who says an operation on a target is good, and who says it is bad: a lesson's
+    # contradictors are found by lookup, not by comparing every pair.
+    says: dict[tuple[str, str, bool], list[Ranked]] = {}
+    for item in ranked:
+        row = rows[item.lesson_id]
+        for op, good in ((row.prefer_op, True), (row.avoid_op, False)):
+            if op:
+                says.setdefault((row.target, op, good), []).append(item)
+    for item in ranked:
+        if item.lesson_id in placed:
+            continue
+        group = [item]
+        placed.add(item.lesson_id)
+        row = rows[item.lesson_id]
+        rivals = [*says.get((row.target, row.prefer_op, False), ()),
+                  *says.get((row.target, row.avoid_op, True), ())]
+        for other in sorted(rivals, key=ranked.index) if len(rivals) > 1 else rivals:
+            if other.lesson_id not in placed and disagree(row, rows[other.lesson_id]):
+                group.append(msgspec.structs.replace(
+                    other, label="contradicting", contradicts=item.lesson_id))
+                placed.add(other.lesson_id)
+        groups.append(group)
+    shown: list[Ranked] = []
+    section = "Lessons:"
+    for group in groups:
+        if len(shown) + len(group) > MAX_LESSONS:
+            continue
+        lines = [_line(rows[g.lesson_id], g.label) for g in group]
+        longer = "\n".join([section, *lines])
+        if count_tokens(longer) > MAX_TOKENS:
+            continue
+        shown += [msgspec.structs.replace(g, line=line, tokens=count_tokens(line))
+                  for g, line in zip(group, lines, strict=True)]
+        section = longer
+        if len(shown) == MAX_LESSONS:
+            break
+    order = [g for group in groups for g in group]
+    if not shown:
+        return Recall(project, query, [], order, "", 0)
+    return Recall(project, query, shown, order, section, count_tokens(section))
