@@ -31,6 +31,8 @@ _BATCH = 2000
 
 
 def _events(corpus: Corpus) -> list[AnyEvent]:
+    # Each lesson gets an operation and target of its own: lessons that said the same
+    # thing in two projects would (rightly) be promoted into one global lesson.
     outcomes = {p: derived_id(_NS, p) for p in dict.fromkeys(corpus.projects)}
     events: list[AnyEvent] = [
         OutcomeObserved(outcome_id=o, project=p, passed=True, signal="verification")
@@ -38,8 +40,8 @@ def _events(corpus: Corpus) -> list[AnyEvent]:
     global_ids = set(corpus.global_ids)
     events += [
         LessonProposed(
-            lesson_id=lesson_id, text=text[:2000], kind="do", prefer_op=f"op:{i % 97}",
-            target=f"target:{i % 89}", scope="global" if lesson_id in global_ids else project,
+            lesson_id=lesson_id, text=text[:2000], kind="do", prefer_op=f"op:{i}",
+            target=f"target:{i}", scope="global" if lesson_id in global_ids else project,
             source="extractor", evidence=[outcomes[project]], confidence=0.4 + (i % 5) / 10)
         for i, (lesson_id, text, project) in enumerate(
             zip(corpus.lesson_ids, corpus.texts, corpus.projects, strict=True))]
