@@ -111,7 +111,7 @@ def _check_evidence(cmd: ProposeLesson, view: LessonView) -> None:
             raise EvidenceError(outcome_id, f"was observed in project {outcome.project}")
         if verdict(probe, outcome.operations) is not True:
             raise EvidenceError(outcome_id, "does not show what the lesson claims")
-    retired = next((r for r in view.lessons.values() if r.status == "retired" and cmd.evidence
+    retired = next((r for r in view.retired() if cmd.evidence
                     and set(cmd.evidence) <= set(r.evidence)), None)
     if retired is not None:
         raise RetiredEvidenceError(retired.lesson_id)

@@ -123,8 +123,7 @@ def _pairs(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
 
 
 def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
-    return any(r.status == "retired" and set(evidence) <= set(r.evidence)
-               for r in view.lessons.values())
+    return any(set(evidence) <= set(r.evidence) for r in view.retired())
 
 
 def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
@@ -187,9 +186,9 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     """
     if not new.active or new.scope == "global":
         return []
-    equivalent = [other for other in view.lessons.values()
-                  if other is not new and other.active and other.same_as == new.same_as
-                  and other.lesson_id != new.supersedes]  # an edit replaces its original
+    # An edit's new lesson replaces its original; it is never absorbed by it.
+    equivalent = [other for other in view.active_like(new.same_as)
+                  if other.lesson_id not in (new.lesson_id, new.supersedes)]
     for other in equivalent:
         if other.scope in (new.scope, "global"):
             # One outcome, one attribution: evidence it already has confirms nothing.

@@ -27,10 +27,10 @@ from lessonledger.ledger.events import LessonProposed, LessonRecalled, decode_ev
 from lessonledger.ledger.ids import new_event_id
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.submission import new_event
-from lessonledger.projections.embedder import Embedder, default_embedder, normalise
+from lessonledger.projections.embedder import Embedder, default_embedder
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import Recall, one_line, rank, render
-from lessonledger.projections.vector_index import Item, VectorIndex, build
+from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
 
 __all__ = ["Check", "Recaller"]
 
@@ -101,19 +101,8 @@ class Recaller:
             self.index.upsert_many([i[0] for i in items], self._vectors(items))
 
     def _vectors(self, items: list[Item]) -> np.ndarray:
-        """Each lesson's publisher vector when it fits the embedder, else its embedded text."""
-        dim = self.embedder.dim
-        matrix = np.empty((len(items), dim), dtype=np.float32)
-        to_embed = []
-        for row, (_, _, vector) in enumerate(items):
-            supplied = None if vector is None else np.asarray(vector, dtype=np.float32)
-            if supplied is not None and supplied.shape == (dim,):
-                matrix[row] = normalise(supplied, dim)[0]
-            else:
-                to_embed.append(row)
-        if to_embed:
-            matrix[to_embed] = self.embedder.embed([items[row][1] for row in to_embed])
-        return matrix
+        """Each lesson's vector, decided exactly as a rebuild decides it."""
+        return vectors_for(items, self.embedder)
 
     def save(self) -> None:
         """Save the index with the view position it reflects."""

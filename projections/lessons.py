@@ -8,6 +8,7 @@ it holds is explained by the moves it lists.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 from uuid import UUID
 
@@ -150,8 +151,11 @@ class LessonView:
         self.changed: set[UUID] = set()
         # Active lesson ids by scope, so a query touches one project, not every lesson.
         self._by_scope: dict[str, set[UUID]] = {}
-        self._listed: dict[UUID, str] = {}
+        self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
+        self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
+        self._retired: set[UUID] = set()
         self._recalled_sets: dict[str, set[UUID]] = {}
+        self._evidence_sets: dict[UUID, set[UUID]] = {}
 
     # -- persistence -----------------------------------------------------------------
 
@@ -197,14 +201,30 @@ class LessonView:
         rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, str(r.lesson_id)))
 
+    def active_like(self, same_as: tuple[str, str, str, str]) -> list[LessonRow]:
+        """Active lessons that say the same thing (kind, operations, target), oldest first."""
+        return self._oldest_first(self._by_same.get(same_as, ()))
+
+    def retired(self) -> list[LessonRow]:
+        """Lessons a person retired, oldest first."""
+        return self._oldest_first(self._retired)
+
+    def _oldest_first(self, ids: Iterable[UUID]) -> list[LessonRow]:
+        rows = [self._s.lessons[i] for i in ids]
+        return sorted(rows, key=lambda r: r.moves[0].position if r.moves else 0)
+
     def _place(self, row: LessonRow) -> None:
-        """Keep the active-lessons-by-scope index (derived, not saved) in step with a row."""
+        """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         listed = self._listed.pop(row.lesson_id, None)
         if listed is not None:
-            self._by_scope[listed].discard(row.lesson_id)
+            self._by_scope[listed[0]].discard(row.lesson_id)
+            self._by_same[listed[1]].discard(row.lesson_id)
         if row.active:
             self._by_scope.setdefault(row.scope, set()).add(row.lesson_id)
-            self._listed[row.lesson_id] = row.scope
+            self._by_same.setdefault(row.same_as, set()).add(row.lesson_id)
+            self._listed[row.lesson_id] = (row.scope, row.same_as)
+        if row.status == "retired":
+            self._retired.add(row.lesson_id)
 
     @property
     def failures(self) -> dict[str, Failure]:
@@ -305,6 +325,7 @@ class LessonView:
             sessions=sorted({self._s.outcomes[o].session for o in cited}),
         )
         self._s.lessons[event.lesson_id] = row
+        self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, "lesson.proposed", cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
@@ -318,7 +339,13 @@ class LessonView:
         row.recent = [*row.recent, confirmed][-rules.cluster_window:]
         if confirmed:
             row.last_evidence_at = at
-            if outcome_id not in row.evidence:
+            # A set beside the saved list (rebuilt when the list grew elsewhere, as a
+            # promotion's merge does): long-lived lessons cite hundreds of outcomes.
+            known = self._evidence_sets.get(lesson_id)
+            if known is None or len(known) != len(row.evidence):
+                known = self._evidence_sets[lesson_id] = set(row.evidence)
+            if outcome_id not in known:
+                known.add(outcome_id)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
             if project in row.projects:
