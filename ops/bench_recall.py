@@ -383,21 +383,30 @@ def _measure(size: int, texts: list[str], owners: list[int], vectors: npt.NDArra
     corpus = Corpus(texts=texts[:size], lesson_ids=ids, projects=projects,
                     global_ids=ids[:_GLOBAL], vectors=matrix, index=mapped, embedder=embedder)
     recall = (plan_recall or _standin)(corpus)
+    asks = [(projects[rng.randrange(_GLOBAL, size)] if size > _GLOBAL else projects[0], query)
+            for query in query_texts]
+    # Two passes over the same asks: the first finds each project's BM25 index cold (a
+    # process's first recall in a project builds it); the second is the steady state of a
+    # long-lived agent or daemon. Both are reported; p50_ms/p99_ms are the second.
+    cold_ms: list[float] = []
     plan_ms: list[float] = []
     plan_cpu_ms: list[float] = []
-    for query in query_texts:
-        project = projects[rng.randrange(_GLOBAL, size)] if size > _GLOBAL else projects[0]
-        cpu, start = time.thread_time(), time.perf_counter()
-        recall(project, query)
-        plan_ms.append((time.perf_counter() - start) * 1e3)
-        plan_cpu_ms.append((time.thread_time() - cpu) * 1e3)
+    for times, cpus in ((cold_ms, []), (plan_ms, plan_cpu_ms)):
+        for project, query in asks:
+            cpu, start = time.thread_time(), time.perf_counter()
+            recall(project, query)
+            times.append((time.perf_counter() - start) * 1e3)
+            cpus.append((time.thread_time() - cpu) * 1e3)
     say(f"{size:,}: plan-time recall p50 {_percentile(plan_ms, 0.5):.3f} ms, "
-        f"p99 {_percentile(plan_ms, 0.99):.3f} ms")
+        f"p99 {_percentile(plan_ms, 0.99):.3f} ms (cold: p50 "
+        f"{_percentile(cold_ms, 0.5):.3f}, p99 {_percentile(cold_ms, 0.99):.3f})")
     return {
         "lessons": size,
         "queries": len(queries),
         "p50_ms": round(_percentile(plan_ms, 0.5), 4),
         "p99_ms": round(_percentile(plan_ms, 0.99), 4),
+        "cold_p50_ms": round(_percentile(cold_ms, 0.5), 4),
+        "cold_p99_ms": round(_percentile(cold_ms, 0.99), 4),
         # The same calls in this thread's CPU time: wall minus time spent descheduled, so a
         # gap between the two is the machine's other load, not the code.
         "p50_cpu_ms": round(_percentile(plan_cpu_ms, 0.5), 4),
