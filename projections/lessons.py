@@ -154,7 +154,8 @@ class LessonView:
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
         self._retired: set[UUID] = set()
-        self._recalled_sets: dict[str, set[UUID]] = {}
+        self._recalled_sets: dict[str, set[int]] = {}
+        self._rows_by_int: dict[int, LessonRow] = {}
         self._evidence_sets: dict[UUID, set[UUID]] = {}
 
     # -- persistence -----------------------------------------------------------------
@@ -175,6 +176,7 @@ class LessonView:
         view._s = _state_decoder.decode(data)
         for row in view._s.lessons.values():
             view._place(row)
+            view._rows_by_int[row.lesson_id.int] = row
         return view
 
     # -- queries ----------------------------------------------------------------------
@@ -325,6 +327,7 @@ class LessonView:
             sessions=sorted({self._s.outcomes[o].session for o in cited}),
         )
         self._s.lessons[event.lesson_id] = row
+        self._rows_by_int[event.lesson_id.int] = row
         self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, "lesson.proposed", cited[0] if cited else None, event.source)
 
@@ -399,17 +402,21 @@ class LessonView:
 
     def _recall(self, event: LessonRecalled, session: str, at: int) -> None:
         seen = self._s.recalled.setdefault(session, [])
-        # A set beside the saved list: membership in a list of UUIDs was 95% of a rebuild.
+        # Recalls are the most frequent event and list many lessons each; measured, UUID
+        # hashing and list membership were most of a rebuild. So this loop keys by the
+        # UUID's int (hashed in C) and keeps a set beside the saved list.
         members = self._recalled_sets.get(session)
         if members is None:
-            members = self._recalled_sets[session] = set(seen)
+            members = self._recalled_sets[session] = {i.int for i in seen}
+        rows, epoch = self._rows_by_int, self._s.epoch
         for lesson_id in event.lesson_ids:
-            row = self._s.lessons.get(lesson_id)
+            key = lesson_id.int
+            row = rows.get(key)
             if row is not None:
                 row.last_used_at = at  # the usage clock only: never evidence or expiry
-                self._touch(lesson_id)
-            if lesson_id not in members:
-                members.add(lesson_id)
+                row.in_play_epoch = epoch
+            if key not in members:
+                members.add(key)
                 seen.append(lesson_id)
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
