@@ -27,7 +27,7 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import clamp, looks_transient
 
-__all__ = ["TRIGGERS", "react", "trigger_id", "verdict"]
+__all__ = ["TRIGGERS", "failed_then_succeeded", "react", "trigger_id", "verdict"]
 
 #: Event types a policy reacts to.
 TRIGGERS = frozenset({"outcome.observed", "lesson.proposed", "lesson.confirmed"})
@@ -77,9 +77,25 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     return all(held)
 
 
+def _survivor(view: LessonView, lesson_id: UUID) -> UUID:
+    """The lesson that now stands for one the agent was shown, if it was replaced since.
+
+    An agent shown a lesson that another process then merged into an equivalent one (or
+    a person then edited) acted on what the survivor says: its outcome is evidence for
+    the survivor, whichever of the two the agent happened to see.
+    """
+    row = view.lessons[lesson_id]
+    for _ in range(64):  # a chain, never a cycle; the bound only guards bad data
+        if row.active or row.reason != "replaced" or row.superseded_by not in view.lessons:
+            break
+        row = view.lessons[row.superseded_by]
+    return row.lesson_id
+
+
 def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[LessonRow]:
-    ids = dict.fromkeys([*event.in_play, *view.recalled_in(session)])
-    rows = [view.lessons[i] for i in ids if i in view.lessons]
+    ids = dict.fromkeys(_survivor(view, i) for i in [*event.in_play, *view.recalled_in(session)]
+                        if i in view.lessons)
+    rows = [view.lessons[i] for i in ids]
     # A tentative lesson is tested by any outcome that exercises it: that is how an
     # unlucky blip is told from a real trap.
     rows += [r for r in view.active_for(event.project)
@@ -108,7 +124,7 @@ def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[A
     return decided
 
 
-def _pairs(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
+def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
     """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal."""
     ordered = sorted(operations, key=lambda o: o.order)
     found: dict[tuple[str, str, str], tuple[Operation, Operation]] = {}
@@ -130,7 +146,7 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
            decided: list[AnyEvent]) -> list[AnyEvent]:
     learned: list[AnyEvent] = []
     touched = {getattr(d, "lesson_id", None) for d in decided}
-    for failed, worked in _pairs(event.operations):
+    for failed, worked in failed_then_succeeded(event.operations):
         same = ("prefer", failed.op, worked.op, failed.target)
         known = [r for r in view.active_for(event.project) if r.same_as == same]
         if known:

@@ -41,7 +41,7 @@ from uuid import UUID
 
 from lessonledger.commands.handlers import command_id, occurred_ns
 from lessonledger.commands.ledger import Ledger
-from lessonledger.commands.policies import verdict
+from lessonledger.commands.policies import failed_then_succeeded, verdict
 from lessonledger.ledger.envelope import SALT_BYTES
 from lessonledger.ledger.events import (
     AnyEvent,
@@ -343,20 +343,6 @@ def _probe(lesson_id: UUID, event: LessonProposed) -> LessonRow:
         created_at=0, last_evidence_at=0)
 
 
-def _pairs(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
-    """(failed A, then succeeded B) on one target, in order, as the loop finds them."""
-    ordered = sorted(operations, key=lambda o: o.order)
-    found: dict[tuple[str, str, str], tuple[Operation, Operation]] = {}
-    for i, failed in enumerate(ordered):
-        if failed.ok:
-            continue
-        for later in ordered[i + 1:]:
-            if later.ok and later.target == failed.target and later.op != failed.op:
-                found.setdefault((failed.op, later.op, failed.target), (failed, later))
-                break
-    return list(found.values())
-
-
 class _Story:
     """Goes on with the story past the API run, appending what the ledger would write.
 
@@ -523,7 +509,7 @@ class _Story:
 
     def _learn(self, project: str, session: str, outcome_id: UUID,
                operations: list[Operation], touched: set[UUID], at: int) -> None:
-        for failed, worked in _pairs(operations):
+        for failed, worked in failed_then_succeeded(operations):
             same = ("prefer", failed.op, worked.op, failed.target)
             known = [self.lessons[i] for i in self.same.get(same, {})
                      if self.lessons[i].row.scope in (project, "global")]

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -29,10 +29,10 @@ import msgspec
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from lesson_agent import AVOID, P1, P2, P3, PREFER, T0, TARGET, Agent, day, fail, ok
 from lessonledger.commands import (
     CommandError,
     Ledger,
-    Operation,
     UnknownLessonError,
     open_ledger,
 )
@@ -46,24 +46,6 @@ from lessonledger.projections.recall import MAX_LESSONS, MAX_TOKENS, Recall, cou
 
 # -- helpers ---------------------------------------------------------------------------
 
-P1, P2, P3 = "a" * 32, "b" * 32, "c" * 32
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-TARGET = "tests"
-AVOID, PREFER = "pytest:tests/", "pytest:root"
-
-
-def day(n: float) -> datetime:
-    return T0 + timedelta(days=n)
-
-
-def fail(op: str = AVOID, error: str = "no conftest", target: str = TARGET) -> Operation:
-    return Operation(op=op, target=target, ok=False, error=error)
-
-
-def ok(op: str = PREFER, target: str = TARGET) -> Operation:
-    return Operation(op=op, target=target, ok=True)
-
-
 def shown(result: Recall) -> list[UUID]:
     return [r.lesson_id for r in result.lessons]
 
@@ -72,44 +54,8 @@ def ranked(result: Recall) -> list[UUID]:
     return [r.lesson_id for r in result.ranked]
 
 
-class Agent:
-    """Drives one ledger through its public API, with deterministic idempotency keys."""
-
-    def __init__(self, ledger: Ledger, *, sent: int = 0) -> None:
-        self.ledger = ledger
-        self._sent = sent
-
-    def key(self) -> str:
-        self._sent += 1
-        return f"command-{self._sent}"
-
-    def outcome(self, project: str, session: str, operations: Sequence[Operation], *,
-                when: datetime = T0, passed: bool = True,
-                in_play: Sequence[UUID] = ()) -> UUID:
-        ordered = [msgspec.structs.replace(o, order=i) for i, o in enumerate(operations)]
-        receipt = self.ledger.observe_outcome(
-            key=self.key(), project=project, session=session, passed=passed,
-            operations=ordered, in_play=list(in_play), occurred_at=when)
-        return receipt.ids["outcome_id"]
-
-    def learn(self, project: str, session: str, *, when: datetime = T0,
-              target: str = TARGET, avoid: str = AVOID, prefer: str = PREFER,
-              error: str = "no conftest") -> UUID:
-        """The loop's signal: ``avoid`` fails, ``prefer`` then succeeds, the task passes."""
-        outcome = self.outcome(project, session, [fail(avoid, error, target), ok(prefer, target)],
-                               when=when)
-        found = [row.lesson_id for row in self.ledger.view.lessons.values()
-                 if row.source == "loop" and row.evidence[:1] == [outcome]]
-        assert len(found) == 1
-        return found[0]
-
-    def propose(self, project: str, *, when: datetime = T0, **fields: Any) -> UUID:
-        defaults: dict[str, Any] = {"text": "Prefer pytest from the repository root",
-                                    "kind": "prefer", "avoid_op": AVOID,
-                                    "prefer_op": PREFER, "target": TARGET}
-        receipt = self.ledger.propose_lesson(key=self.key(), project=project,
-                                             occurred_at=when, **(defaults | fields))
-        return receipt.ids["lesson_id"]
+class RecallAgent(Agent):
+    """The shared agent, plus lessons made in bulk."""
 
     def do_lessons(self, project: str, texts: Sequence[str], *, when: datetime = T0,
                    tool: str = "tool") -> list[UUID]:
@@ -121,26 +67,11 @@ class Agent:
                              when=when)
                 for i, text in enumerate(texts)]
 
-    def confirm(self, project: str, session: str, lesson_id: UUID, *,
-                when: datetime) -> UUID:
-        """An outcome in which the lesson is in play and its prediction holds."""
-        row = self.ledger.lesson(lesson_id)
-        held = fail(row.avoid_op, target=row.target) if row.kind == "avoid" \
-            else ok(row.prefer_op, row.target)
-        return self.outcome(project, session, [held], when=when, in_play=[lesson_id])
-
-    def contradict(self, project: str, session: str, lesson_id: UUID, *,
-                   when: datetime) -> UUID:
-        row = self.ledger.lesson(lesson_id)
-        broken = fail(row.prefer_op, target=row.target) if row.kind == "do" \
-            else ok(row.avoid_op, row.target)
-        return self.outcome(project, session, [broken], when=when, in_play=[lesson_id])
-
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
+def agent(tmp_path: Path) -> Iterator[RecallAgent]:
     with open_ledger(tmp_path / "home", sync=False) as ledger:
-        yield Agent(ledger)
+        yield RecallAgent(ledger)
 
 
 def fold(log: EventLog, stop: int) -> LessonView:
@@ -190,7 +121,7 @@ def story(why: Why) -> tuple[Any, ...]:
 # -- no lesson from another project, ever ------------------------------------------------
 
 
-def test_recall_and_check_never_show_another_projects_lessons(agent: Agent) -> None:
+def test_recall_and_check_never_show_another_projects_lessons(agent: RecallAgent) -> None:
     led = agent.ledger
     mine = agent.learn(P1, "s1")
     theirs = agent.learn(P2, "s2", target="docs", avoid="sphinx:html", prefer="mkdocs:build")
@@ -227,7 +158,7 @@ def test_recall_and_check_never_show_another_projects_lessons(agent: Agent) -> N
 # -- claims and inactive lessons are never recalled ---------------------------------------
 
 
-def test_claimed_superseded_and_retired_lessons_are_never_recalled(agent: Agent) -> None:
+def test_claimed_superseded_and_retired_lessons_are_never_recalled(agent: RecallAgent) -> None:
     led = agent.ledger
     query = "pytest from the repository root tests lib docs"
     claim = agent.propose(P1, source="model")
@@ -270,7 +201,7 @@ def test_claimed_superseded_and_retired_lessons_are_never_recalled(agent: Agent)
 # -- trial labels ------------------------------------------------------------------------
 
 
-def test_trial_lessons_are_labelled_as_such_until_trusted(agent: Agent) -> None:
+def test_trial_lessons_are_labelled_as_such_until_trusted(agent: RecallAgent) -> None:
     led = agent.ledger
     lid = agent.learn(P1, "s1")
     text = led.lesson(lid).text
@@ -291,7 +222,7 @@ def test_trial_lessons_are_labelled_as_such_until_trusted(agent: Agent) -> None:
 # -- the caps --------------------------------------------------------------------------------
 
 
-def test_at_most_five_lessons_are_shown(agent: Agent) -> None:
+def test_at_most_five_lessons_are_shown(agent: RecallAgent) -> None:
     led = agent.ledger
     lessons = agent.do_lessons(P1, [f"Use tool-{i} to build t-{i}" for i in range(8)])
     head = led.log.head()
@@ -316,7 +247,7 @@ def test_at_most_five_lessons_are_shown(agent: Agent) -> None:
     assert (first.shown, first.place) == (True, 1)
 
 
-def test_at_most_300_tokens_and_one_long_lesson_silences_nothing(agent: Agent) -> None:
+def test_at_most_300_tokens_and_one_long_lesson_silences_nothing(agent: RecallAgent) -> None:
     led = agent.ledger
     # Each line is ~107 tokens, so two fit in 300 and a third does not.
     texts = [f"Build t-{i} with tool-{i}: " + "carefully " * 38 for i in range(4)]
@@ -355,7 +286,7 @@ def test_at_most_300_tokens_and_one_long_lesson_silences_nothing(agent: Agent) -
         "- [trial] Run fmt-0 twice, then check (confidence 0.40)")
 
 
-def test_a_lesson_bm25_cannot_index_is_still_recalled(agent: Agent) -> None:
+def test_a_lesson_bm25_cannot_index_is_still_recalled(agent: RecallAgent) -> None:
     # Nothing but stopwords and one-letter keys: BM25 has no vocabulary to index, so the
     # vector ranking alone decides its relevance.
     led = agent.ledger
@@ -373,7 +304,7 @@ def test_a_lesson_bm25_cannot_index_is_still_recalled(agent: Agent) -> None:
 
 
 def test_contradicting_lessons_are_shown_together_the_strongest_as_belief(
-        agent: Agent) -> None:
+        agent: RecallAgent) -> None:
     led = agent.ledger
     belief = agent.learn(P1, "s1")                                   # root over tests/
     other = agent.learn(P1, "s2", avoid=PREFER, prefer=AVOID)       # tests/ over root
@@ -416,7 +347,7 @@ def test_contradicting_lessons_are_shown_together_the_strongest_as_belief(
     assert (on_file.opposing, on_file.supporting) == ([belief], [other])
 
 
-def test_a_cap_never_keeps_one_side_of_a_disagreement(agent: Agent) -> None:
+def test_a_cap_never_keeps_one_side_of_a_disagreement(agent: RecallAgent) -> None:
     led = agent.ledger
     strong = agent.do_lessons(P1, [f"Use tool-{i} for t-{i}" for i in range(4)])
     for lesson_id in strong:
@@ -438,7 +369,7 @@ def test_a_cap_never_keeps_one_side_of_a_disagreement(agent: Agent) -> None:
 # -- clocks and attribution -----------------------------------------------------------------
 
 
-def test_recall_moves_the_usage_clock_never_the_evidence_clock(agent: Agent) -> None:
+def test_recall_moves_the_usage_clock_never_the_evidence_clock(agent: RecallAgent) -> None:
     led = agent.ledger
     lid = agent.learn(P1, "s1", error="connection reset by peer")   # tentative: 30 days
     before = led.lesson(lid)
@@ -475,7 +406,7 @@ def test_recall_moves_the_usage_clock_never_the_evidence_clock(agent: Agent) -> 
 
 
 def test_what_recall_and_check_show_is_in_play_for_the_sessions_outcome(
-        agent: Agent) -> None:
+        agent: RecallAgent) -> None:
     led = agent.ledger
     lid = agent.learn(P1, "s0")
     moves = len(led.lesson(lid).moves)
@@ -515,7 +446,7 @@ def test_what_recall_and_check_show_is_in_play_for_the_sessions_outcome(
 
 
 def test_check_is_one_line_naming_lessons_for_and_against_and_past_failures(
-        agent: Agent) -> None:
+        agent: RecallAgent) -> None:
     led = agent.ledger
     lid = agent.learn(P1, "s1")
     text = led.lesson(lid).text
@@ -557,7 +488,7 @@ def test_check_is_one_line_naming_lessons_for_and_against_and_past_failures(
 # -- why -----------------------------------------------------------------------------------
 
 
-def test_why_lists_the_events_behind_a_lesson(agent: Agent) -> None:
+def test_why_lists_the_events_behind_a_lesson(agent: RecallAgent) -> None:
     led = agent.ledger
     learned_from = agent.outcome(P1, "s1", [fail(), ok()])
     lid = next(r.lesson_id for r in led.view.lessons.values() if r.evidence == [learned_from])
@@ -640,7 +571,7 @@ def assert_as_of(led: Ledger, moment: Moment) -> None:
 
 
 def test_as_of_answers_equal_the_answers_given_then_and_a_fresh_replay(
-        agent: Agent) -> None:
+        agent: RecallAgent) -> None:
     led = agent.ledger
     moments = [capture(led)]
     steps: list[Callable[[], object]] = [
@@ -683,7 +614,7 @@ def test_as_of_answers_equal_the_answers_given_then_and_a_fresh_replay(
     assert led.why(last, as_of=born).steps[0].position == born
 
 
-def test_a_replay_scores_vectors_exactly_as_the_live_index_does(agent: Agent) -> None:
+def test_a_replay_scores_vectors_exactly_as_the_live_index_does(agent: RecallAgent) -> None:
     # Many near-identical lessons: their similarities to a query differ in the fourth
     # decimal, where storing vectors at the index's precision (f16) or not would reorder
     # them. A replay stores them alike, so live and replayed rankings agree rank for rank.
