@@ -11,7 +11,7 @@ import collections
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
@@ -119,35 +119,31 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.home)
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from lessonledger.ops import bench_append
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr)
-
-    result = bench_append.run(events=args.events, replay_events=args.replay_events, progress=say)
-    if args.json:
-        _print_json(result)
-    else:
-        for key, value in result.items():
-            print(f"{key:<28}{value}")
-    return 0
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
-def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
-    from lessonledger.ops import bench_lifecycle
-
-    def say(line: str) -> None:
-        print(line, file=sys.stderr)
-
-    result = bench_lifecycle.run(commands=args.commands, log_events=args.log_events,
-                                 progress=say)
+def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
     if args.json:
         _print_json(result)
     else:
         for key, value in result.items():
             print(f"{key:<32}{value}")
     return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_append
+
+    return _report(args, bench_append.run(events=args.events, replay_events=args.replay_events,
+                                          progress=_say))
+
+
+def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_lifecycle
+
+    return _report(args, bench_lifecycle.run(commands=args.commands,
+                                             log_events=args.log_events, progress=_say))
 
 
 def _cmd_bench_recall(args: argparse.Namespace) -> int:
@@ -159,8 +155,7 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         result = bench_recall.run(
             sizes=tuple(args.sizes), projects=args.projects, queries=args.queries,
-            progress=lambda line: print(line, file=sys.stderr),
-            plan_recall=ledger_recall(stack))
+            progress=_say, plan_recall=ledger_recall(stack))
     if args.json:
         _print_json(result)
     else:
