@@ -201,7 +201,8 @@ class LessonView:
         lessons = self._s.lessons
         ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         rows = [lessons[i] for i in ids]
-        return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, str(r.lesson_id)))
+        # By the id's int: the same order as by its text, without formatting 400 UUIDs.
+        return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, r.lesson_id.int))
 
     def active_like(self, same_as: tuple[str, str, str, str]) -> list[LessonRow]:
         """Active lessons that say the same thing (kind, operations, target), oldest first."""

@@ -26,7 +26,7 @@ spaces.
 
 from __future__ import annotations
 
-import functools
+import collections
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -100,11 +100,29 @@ def _doc(row: LessonRow) -> str:
     return f"{row.text} {row.avoid_op} {row.prefer_op} {row.target}"
 
 
-@functools.lru_cache(maxsize=2048)
-def _retriever(docs: tuple[str, ...]) -> bm25s.BM25 | None:
-    # Indexing is the slow part (milliseconds); a project's candidates change rarely
-    # compared with how often its agents ask, so indexes are kept by their documents.
-    tokenized = bm25s.tokenize(list(docs), stopwords="en", show_progress=False)
+#: BM25 indexes by the exact set of lessons they cover (lesson ids as ints). Indexing is
+#: the slow part (milliseconds); a scope's lessons change rarely compared with how often
+#: its agents ask. A lesson's text never changes (an edit is a new lesson), so the ids
+#: name the documents.
+_INDEXES: collections.OrderedDict[tuple[int, ...], bm25s.BM25 | None] = (
+    collections.OrderedDict())
+_MAX_INDEXES = 2048
+
+
+def _retriever(rows: Sequence[LessonRow]) -> bm25s.BM25 | None:
+    key = tuple(row.lesson_id.int for row in rows)
+    if key in _INDEXES:
+        _INDEXES.move_to_end(key)
+        return _INDEXES[key]
+    retriever = _build_index([_doc(row) for row in rows])
+    _INDEXES[key] = retriever
+    if len(_INDEXES) > _MAX_INDEXES:
+        _INDEXES.popitem(last=False)
+    return retriever
+
+
+def _build_index(docs: list[str]) -> bm25s.BM25 | None:
+    tokenized = bm25s.tokenize(docs, stopwords="en", show_progress=False)
     if not tokenized.vocab:
         return None  # nothing but stopwords and one-letter words: BM25 cannot index it
     retriever = bm25s.BM25()
@@ -127,7 +145,7 @@ def _bm25_ranks(rows: Sequence[LessonRow], query: str) -> np.ndarray:
     for i, row in enumerate(rows):
         scopes.setdefault(row.scope, []).append(i)
     for places in scopes.values():
-        retriever = _retriever(tuple(_doc(rows[i]) for i in places))
+        retriever = _retriever([rows[i] for i in places])
         if retriever is not None:
             scores[places] = retriever.get_scores(terms)
     return _ranks(scores)
@@ -203,28 +221,32 @@ def render(rows: dict[UUID, LessonRow], ranked: list[Ranked], project: str,
     cap never silently keeps one side of a disagreement.
     """
     groups: list[list[Ranked]] = []
-    placed: set[UUID] = set()
+    # Work by place in the ranking: ints hash in C, UUIDs in Python (measured: most of
+    # this function's time at a few hundred candidates).
+    row_at = [rows[item.lesson_id] for item in ranked]
+    placed = [False] * len(ranked)
     # Who says an operation on a target is good, and who says it is bad: a lesson's
     # contradictors are found by lookup, not by comparing every pair.
-    says: dict[tuple[str, str, bool], list[Ranked]] = {}
-    for item in ranked:
-        row = rows[item.lesson_id]
-        for op, good in ((row.prefer_op, True), (row.avoid_op, False)):
-            if op:
-                says.setdefault((row.target, op, good), []).append(item)
-    for item in ranked:
-        if item.lesson_id in placed:
+    says: dict[tuple[str, str, bool], list[int]] = {}
+    for place, row in enumerate(row_at):
+        if row.prefer_op:
+            says.setdefault((row.target, row.prefer_op, True), []).append(place)
+        if row.avoid_op:
+            says.setdefault((row.target, row.avoid_op, False), []).append(place)
+    for place, item in enumerate(ranked):
+        if placed[place]:
             continue
         group = [item]
-        placed.add(item.lesson_id)
-        row = rows[item.lesson_id]
-        rivals = [*says.get((row.target, row.prefer_op, False), ()),
-                  *says.get((row.target, row.avoid_op, True), ())]
-        for other in sorted(rivals, key=ranked.index) if len(rivals) > 1 else rivals:
-            if other.lesson_id not in placed and disagree(row, rows[other.lesson_id]):
+        placed[place] = True
+        row = row_at[place]
+        against = says.get((row.target, row.prefer_op, False))
+        doubted = says.get((row.target, row.avoid_op, True))
+        rivals = sorted({*(against or ()), *(doubted or ())}) if against or doubted else ()
+        for other in rivals:
+            if not placed[other] and disagree(row, row_at[other]):
                 group.append(msgspec.structs.replace(
-                    other, label="contradicting", contradicts=item.lesson_id))
-                placed.add(other.lesson_id)
+                    ranked[other], label="contradicting", contradicts=item.lesson_id))
+                placed[other] = True
         groups.append(group)
     shown: list[Ranked] = []
     section = "Lessons:"
