@@ -11,7 +11,15 @@ from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 
-__all__ = ["HOME_ENV", "LOG_NAME", "SYNC_ENV", "default_home", "open_log", "sync_setting"]
+__all__ = [
+    "HOME_ENV",
+    "LOG_NAME",
+    "SYNC_ENV",
+    "default_home",
+    "open_log",
+    "require_home",
+    "sync_setting",
+]
 
 #: Environment variable naming the ledger home directory.
 HOME_ENV = "LESSONLEDGER_HOME"
@@ -19,6 +27,17 @@ HOME_ENV = "LESSONLEDGER_HOME"
 #: process crash, not a power loss).
 SYNC_ENV = "LESSONLEDGER_SYNC"
 _MARKER = "LESSONLEDGER"
+
+
+def require_home(home: Path) -> None:
+    """Refuse a directory that holds no ledger, rather than quietly making one there.
+
+    Raises:
+        LedgerConfigError: ``home`` was never initialised.
+    """
+    if not (home / _MARKER).exists():
+        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
+        raise LedgerConfigError(msg)
 
 
 def default_home() -> Path:
@@ -43,9 +62,8 @@ def open_log(home: Path, *, create: bool = False) -> Iterator[EventLog]:
         LedgerConfigError: there is no ledger at ``home`` and ``create`` is False.
     """
     marker = home / _MARKER
-    if not create and not marker.exists():
-        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
-        raise LedgerConfigError(msg)
+    if not create:
+        require_home(home)
     lmdb_home = acquire(str(home), sync=sync_setting())
     try:
         if create and not marker.exists():

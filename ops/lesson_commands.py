@@ -29,7 +29,7 @@ from lessonledger.commands.messages import (
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
-from lessonledger.ops.config import sync_setting
+from lessonledger.ops.config import require_home, sync_setting
 from lessonledger.ops.render import timestamp
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.store import ViewStore
@@ -40,9 +40,7 @@ __all__ = ["find_lesson", "open_lessons", "register"]
 @contextmanager
 def open_lessons(home: Path) -> Iterator[Ledger]:
     """Open an existing home's ledger; a missing home is a one-line error, not a new home."""
-    if not (home / "LESSONLEDGER").exists():
-        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
-        raise LedgerConfigError(msg)
+    require_home(home)
     ledger = Ledger(home, sync=sync_setting())
     try:
         yield ledger
@@ -136,9 +134,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, command: AnyCommand) -> int:
+def _run(args: argparse.Namespace, command: AnyCommand | Callable[[Ledger], AnyCommand]) -> int:
+    """Execute a command (or build it from the open ledger first) and print the receipt."""
     with open_lessons(args.home) as ledger:
-        receipt = ledger.execute(command)
+        receipt = ledger.execute(command if not callable(command) else command(ledger))
     if args.json:
         _print_json(receipt)
     else:
@@ -148,21 +147,23 @@ def _run(args: argparse.Namespace, command: AnyCommand) -> int:
 
 
 def _cmd_edit(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        ledger.catch_up()
+    def edit(ledger: Ledger) -> AnyCommand:
         lesson_id = find_lesson(ledger, args.lesson)
-    key = args.key or f"edit:{lesson_id}:{time.time_ns()}"
-    return _run(args, EditLesson(key=key, lesson_id=lesson_id, text=args.text, actor="user",
-                                 expected_version=args.expected_version))
+        return EditLesson(key=args.key or f"edit:{lesson_id}:{time.time_ns()}",
+                          lesson_id=lesson_id, text=args.text, actor="user",
+                          expected_version=args.expected_version)
+
+    return _run(args, edit)
 
 
 def _cmd_retire(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        ledger.catch_up()
+    def retire(ledger: Ledger) -> AnyCommand:
         lesson_id = find_lesson(ledger, args.lesson)
-    key = args.key or f"retire:{lesson_id}:{time.time_ns()}"
-    return _run(args, RetireLesson(key=key, lesson_id=lesson_id, reason=args.reason,
-                                   actor="user", expected_version=args.expected_version))
+        return RetireLesson(key=args.key or f"retire:{lesson_id}:{time.time_ns()}",
+                            lesson_id=lesson_id, reason=args.reason, actor="user",
+                            expected_version=args.expected_version)
+
+    return _run(args, retire)
 
 
 def _cmd_reconcile(args: argparse.Namespace) -> int:
@@ -203,9 +204,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
-    if not (args.home / "LESSONLEDGER").exists():
-        msg = f"no ledger at {args.home}; run `lessonledger init --home {args.home}`"
-        raise LedgerConfigError(msg)
+    require_home(args.home)
     home = acquire(str(args.home), sync=sync_setting())
     try:
         log, store, view = EventLog(home, LOG_NAME), ViewStore(home), LessonView()
