@@ -186,7 +186,9 @@ def _parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", help="counts by event type, erased bodies, size on disk")
     stats.add_argument("--json", action="store_true", help="print as JSON")
     stats.set_defaults(run=_cmd_stats)
-    sub.add_parser("demo", help="record a small agent story and show it").set_defaults(
+    sub.add_parser("demo", help=(
+        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off)"
+    )).set_defaults(
         run=_cmd_demo)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
