@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from uuid import UUID
 import msgspec
 import msgspec.inspect as mi
 from lessonledger.commands.audit import Why, explain
-from lessonledger.commands.errors import UnknownLessonError
+from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -174,27 +175,27 @@ class Ledger:
 
     def observe_outcome(self, **fields: Any) -> Receipt:
         """Record a finished task; see :class:`ObserveOutcome` for the fields."""
-        return self.execute(msgspec.convert(fields, ObserveOutcome))
+        return self.execute(_command(fields, ObserveOutcome))
 
     def propose_lesson(self, **fields: Any) -> Receipt:
         """Propose a lesson; see :class:`ProposeLesson`."""
-        return self.execute(msgspec.convert(fields, ProposeLesson))
+        return self.execute(_command(fields, ProposeLesson))
 
     def edit_lesson(self, **fields: Any) -> Receipt:
         """Replace a lesson's text; see :class:`EditLesson`."""
-        return self.execute(msgspec.convert(fields, EditLesson))
+        return self.execute(_command(fields, EditLesson))
 
     def retire_lesson(self, **fields: Any) -> Receipt:
         """Retire a lesson for good; see :class:`RetireLesson`."""
-        return self.execute(msgspec.convert(fields, RetireLesson))
+        return self.execute(_command(fields, RetireLesson))
 
     def declare_environment_change(self, **fields: Any) -> Receipt:
         """Declare a changed environment component; see :class:`DeclareEnvironmentChange`."""
-        return self.execute(msgspec.convert(fields, DeclareEnvironmentChange))
+        return self.execute(_command(fields, DeclareEnvironmentChange))
 
     def reconcile(self, **fields: Any) -> Receipt:
         """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
-        return self.execute(msgspec.convert(fields, Reconcile))
+        return self.execute(_command(fields, Reconcile))
 
     # -- queries ---------------------------------------------------------------------
 
@@ -344,6 +345,16 @@ def _snapshot(rows: list[LessonRow]) -> list[LessonRow]:
     """
     return [msgspec.structs.replace(row, **{name: copy.copy(getattr(row, name))
                                             for name in _CONTAINERS}) for row in rows]
+
+
+def _command(fields: dict[str, Any], kind: type[AnyCommand]) -> AnyCommand:
+    """Build a command from keyword fields, refusing bad ones as the JSON path does."""
+    try:
+        return msgspec.convert(fields, kind)
+    except msgspec.ValidationError as e:
+        match = re.search(r" - at `(\$[^`]*)`$", str(e))
+        msg = f"invalid {kind.__name__}: {e}; fix the field and retry"
+        raise InvalidCommandError(msg, match.group(1) if match else "$") from e
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

@@ -1,0 +1,30 @@
+"""Bad keyword fields through the Python API are refused like bad JSON: typed, named, unwritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lessonledger.commands import open_ledger
+from lessonledger.commands.errors import InvalidCommandError
+
+GOOD: dict[str, Any] = {"key": "k1", "project": "a" * 32, "passed": True}
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"project": "/home/me/repo"}, "$.project"),
+    ({"passed": "yes"}, "$.passed"),
+    ({"operations": [{"op": "pytest", "ok": True}]}, "$.operations[0]"),
+    ({"in_play": ["not-a-uuid"]}, "$.in_play[0]"),
+    ({"surprise": 1}, "$"),
+])
+def test_bad_fields_are_named_and_nothing_is_written(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        with pytest.raises(InvalidCommandError) as caught:
+            ledger.observe_outcome(**(GOOD | change))
+        assert caught.value.field == field
+        assert ledger.log.head() == 0
+        assert ledger.observe_outcome(**GOOD).positions == [1]
