@@ -19,7 +19,7 @@ from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops import lesson_commands, recall_commands
 from lessonledger.ops.config import HOME_ENV, default_home, open_log
-from lessonledger.ops.render import record_json, record_line
+from lessonledger.ops.render import print_json, progress, record_json, record_line
 
 __all__ = ["main"]
 
@@ -43,21 +43,6 @@ def _count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _print_json(obj: object) -> None:
-    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
-
-
-def _progress(label: str) -> Callable[[int, int], None] | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{label}: {done:,}/{total:,}{end}")
-
-    return show
-
-
 def _cmd_init(args: argparse.Namespace) -> int:
     with open_log(args.home, create=True) as log:
         print(f"ledger home ready at {args.home} (last position {log.head()})")
@@ -68,7 +53,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
     with open_log(args.home) as log:
         for record in log.read(args.start, limit=args.limit):
             if args.json:
-                _print_json(record_json(record))
+                print_json(record_json(record))
             else:
                 print(record_line(record))
     return 0
@@ -76,9 +61,9 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     with open_log(args.home) as log:
-        report = verify(log, progress=_progress("verify"))
+        report = verify(log, progress=progress("verify"))
     if args.json:
-        _print_json({"ok": report.ok, **msgspec.to_builtins(report)})
+        print_json({"ok": report.ok, **msgspec.to_builtins(report)})
     else:
         for problem in report.problems:
             print(f"position {problem.position}: {problem.kind}: {problem.detail}")
@@ -103,7 +88,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     with open_log(args.home) as log:
         stats = _stats(log, args.home)
     if args.json:
-        _print_json(stats)
+        print_json(stats)
     else:
         print(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
         print(f"events    {stats['head']:,}   erased bodies {stats['erased_bodies']:,}")
@@ -125,7 +110,7 @@ def _say(line: str) -> None:
 
 def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         for key, value in result.items():
             print(f"{key:<32}{value}")
@@ -157,7 +142,7 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
             sizes=tuple(args.sizes), projects=args.projects, queries=args.queries,
             progress=_say, plan_recall=ledger_recall(stack))
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         for size, figures in result["sizes"].items():
             print(size, " ".join(f"{k}={v}" for k, v in figures.items()))

@@ -30,7 +30,7 @@ from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
-from lessonledger.ops.render import timestamp
+from lessonledger.ops.render import parse_time, print_json, progress, timestamp
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.store import ViewStore
 
@@ -46,10 +46,6 @@ def open_lessons(home: Path) -> Iterator[Ledger]:
         yield ledger
     finally:
         ledger.close()
-
-
-def _print_json(obj: object) -> None:
-    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
 
 
 def find_lesson(ledger: Ledger, text: str) -> UUID:
@@ -89,7 +85,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
                 and (args.project is None or r.scope in (args.project, "global"))]
     for row in rows:
         if args.json:
-            _print_json(_row_json(row))
+            print_json(_row_json(row))
         else:
             print(_line(row))
     if not args.json and not rows:
@@ -102,7 +98,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         ledger.catch_up()
         row = ledger.lesson(find_lesson(ledger, args.lesson))
     if args.json:
-        _print_json(_row_json(row, moves=True))
+        print_json(_row_json(row, moves=True))
         return 0
     print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
     print(f"  {row.text}")
@@ -124,7 +120,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         ledger.catch_up()
         chain = ledger.history(find_lesson(ledger, args.lesson))
     if args.json:
-        _print_json([_row_json(r) for r in chain])
+        print_json([_row_json(r) for r in chain])
         return 0
     for row in chain:
         why = f"superseded ({row.reason}) by {row.superseded_by}" if row.superseded_by \
@@ -139,7 +135,7 @@ def _run(args: argparse.Namespace, command: AnyCommand | Callable[[Ledger], AnyC
     with open_lessons(args.home) as ledger:
         receipt = ledger.execute(command if not callable(command) else command(ledger))
     if args.json:
-        _print_json(receipt)
+        print_json(receipt)
     else:
         print(f"written at positions {receipt.positions}"
               + "".join(f"; {k} {v}" for k, v in receipt.ids.items()))
@@ -199,7 +195,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         for command in commands:
             receipt = ledger.execute(command)
-            _print_json({"key": command.key, **msgspec.to_builtins(receipt)})
+            print_json({"key": command.key, **msgspec.to_builtins(receipt)})
     return 0
 
 
@@ -209,12 +205,12 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     try:
         log, store, view = EventLog(home, LOG_NAME), ViewStore(home), LessonView()
         head = log.head()
-        show = _progress_bar(f"rebuild {args.view}", head)
+        show = progress(f"rebuild {args.view}")
         for record in log.scan():
             view.apply(record)
             if record.envelope.position % 5000 == 0:
-                show(record.envelope.position)
-        show(head)
+                show(record.envelope.position, head)
+        show(head, head)
         store.drop(VIEW_NAME)
         store.save(VIEW_NAME, view.position, view.dump())
     finally:
@@ -223,26 +219,12 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_bar(label: str, total: int) -> Callable[[int], None]:
-    def show(done: int) -> None:
-        if not sys.stderr.isatty():
-            return
-        width = 30
-        filled = width * done // max(total, 1)
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done:,}/{total:,}{end}")
-
-    return show
-
-
 def _when(text: str) -> datetime:
     try:
-        value = datetime.fromisoformat(text)
+        return parse_time(text)
     except ValueError as e:
         msg = f"expected an ISO 8601 time such as 2026-11-29T12:00:00Z, got {text!r}"
         raise argparse.ArgumentTypeError(msg) from e
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

@@ -11,11 +11,10 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import msgspec
 from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import timestamp
+from lessonledger.ops.render import parse_time, print_json, timestamp
 
 __all__ = ["register"]
 
@@ -24,11 +23,10 @@ def _as_of(text: str) -> int | datetime:
     if text.isdigit():
         return int(text)
     try:
-        when = datetime.fromisoformat(text)
+        return parse_time(text)
     except ValueError as e:
         msg = f"expected a log position or an ISO 8601 time, got {text!r}"
         raise argparse.ArgumentTypeError(msg) from e
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _position(ledger: Ledger, as_of: int | datetime | None) -> int | None:
@@ -43,17 +41,13 @@ def _position(ledger: Ledger, as_of: int | datetime | None) -> int | None:
     return ledger.position_at(since // timedelta(microseconds=1) * 1000)
 
 
-def _print_json(obj: object) -> None:
-    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
-
-
 def _cmd_recall(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         as_of = _position(ledger, args.as_of)
         result = ledger.recall(args.project, args.query, session=args.session,
                                record=args.record and as_of is None, as_of=as_of)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(result.section or "no lessons on file for this project")
         print(f"({len(result.lessons)} of {len(result.ranked)} candidates, "
@@ -67,7 +61,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         result = ledger.check(args.project, args.operation, args.target, session=args.session,
                               record=args.record and as_of is None, as_of=as_of)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(result.line)
     return 0
@@ -79,7 +73,7 @@ def _cmd_why(args: argparse.Namespace) -> int:
         lesson_id = find_lesson(ledger, args.lesson)
         story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
     if args.json:
-        _print_json(story)
+        print_json(story)
         return 0
     row = story.lesson
     print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")

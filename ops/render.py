@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,12 +11,40 @@ import msgspec
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.log import Record
 
-__all__ = ["record_json", "record_line", "timestamp"]
+__all__ = ["parse_time", "print_json", "progress", "record_json", "record_line", "timestamp"]
 
 
 def timestamp(ns: int) -> str:
     """Format nanoseconds since the epoch as an ISO 8601 UTC time."""
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="microseconds")
+
+
+def print_json(obj: object) -> None:
+    """Write one object as a line of JSON (what every ``--json`` prints)."""
+    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time from the command line; a time without a zone is taken as UTC.
+
+    Raises:
+        ValueError: ``text`` is not an ISO 8601 time.
+    """
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def progress(label: str) -> Callable[[int, int], None]:
+    """A progress bar on stderr, drawn only when a person is watching (a terminal)."""
+    def show(done: int, total: int) -> None:
+        if not sys.stderr.isatty():
+            return
+        filled = 30 * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] "
+                         f"{done:,}/{total:,}{end}")
+
+    return show
 
 
 def _body(record: Record) -> Any:
