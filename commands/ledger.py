@@ -45,8 +45,8 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller
-from lessonledger.ledger.events import LessonRecalled, decode_event
-from lessonledger.ledger.ids import derived_id, new_event_id
+from lessonledger.ledger.events import decode_event
+from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, Record
 from lessonledger.ledger.submission import new_event
@@ -213,11 +213,8 @@ class Ledger:
             self.catch_up()
             rows = self.view.active_for(project)
             if record and rows:
-                self.log.append([new_event(
-                    LessonRecalled(lesson_ids=[r.lesson_id for r in rows][:1000],
-                                   project=project),
-                    stream=(eid := new_event_id()), version=0, event_id=eid, actor=actor,
-                    session=session)])
+                self.recaller.record([r.lesson_id for r in rows][:1000], project, "", session,
+                                     actor)
                 self.catch_up()
             return _snapshot(rows)
 
