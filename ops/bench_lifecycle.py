@@ -10,12 +10,11 @@ reconcile runs once a simulated day; a lesson learned in a second project is pro
 
 - **Commands.** The first ``commands`` calls of the story go through :class:`Ledger` on
   a durable home (an fsync per commit, the default), each repetition in a fresh home.
-- **Rebuild.** The story then goes on past ``commands``, appended straight to the last
-  repetition's log until it holds ``log_events`` events: :class:`_Story` decides what
-  the ledger's policies would (attribution, loop lessons, promotion, decay, caps) from a
-  model kept beside it, because running the real policies over a long log costs minutes
-  (every command scans every lesson); ``story_matches_view`` reports whether the rebuilt
-  view ends with the model's active lessons and confidences. The log is then folded into a fresh
+- **Rebuild.** The story then goes on past ``commands`` in the last repetition's home,
+  through the same API without fsync, until the log holds ``log_events`` events, so the
+  ledger's own policies wrote all of it; ``story_matches_view`` reports whether the
+  rebuilt view ends with the incrementally kept view's active lessons and confidences.
+  The log is then folded into a fresh
   :class:`LessonView` from position 0, as ``lessonledger rebuild`` does, and set against
   two replays of the same log: :meth:`EventLog.scan` decoding every body, and a raw LMDB
   cursor walk over the log tree decoding the same bodies, the ceiling of any fold.
@@ -39,30 +38,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
-from lessonledger.commands.handlers import command_id, occurred_ns
-from lessonledger.commands.ledger import Ledger
-from lessonledger.commands.policies import failed_then_succeeded, verdict
+from lessonledger.commands.handlers import command_id
+from lessonledger.commands.ledger import Ledger, open_ledger
 from lessonledger.ledger.envelope import SALT_BYTES
 from lessonledger.ledger.events import (
-    AnyEvent,
-    LessonConfirmed,
-    LessonContradicted,
-    LessonDemoted,
-    LessonPromoted,
-    LessonProposed,
-    LessonRecalled,
-    LessonSuperseded,
     Operation,
-    OutcomeObserved,
-    ReconcilePassed,
     decode_event,
 )
-from lessonledger.ledger.ids import derived_id, new_event_id
+from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
-from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
-from lessonledger.ledger.submission import new_event
-from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.rules import DAY_NS, Rules, clamp, looks_transient
+from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.projections.lessons import LessonView
 
 __all__ = ["run"]
 
@@ -313,312 +299,24 @@ def _commands(workdir: str, steps: list[_Step], say: Callable[[str], None]) -> t
     return rates, path
 
 
-# -- the story written straight to the log -----------------------------------------------
-
-
-@dataclass
-class _Lesson:
-    """What the story keeps of an active lesson: the policies' view of it, and no more."""
-
-    row: LessonRow
-    confidence: float
-    last_evidence_at: int
-    in_play_epoch: int
-    projects: list[str]
-    sessions: set[str]
-
-    @property
-    def same_as(self) -> tuple[str, str, str, str]:
-        """What makes two lessons the same lesson, wherever learned."""
-        return self.row.same_as
-
-
-def _probe(lesson_id: UUID, event: LessonProposed) -> LessonRow:
-    """A row carrying what :func:`verdict` judges a lesson by."""
-    return LessonRow(
-        lesson_id=lesson_id, text="", kind=event.kind, avoid_op=event.avoid_op,
-        prefer_op=event.prefer_op, target=event.target, scope=event.scope, origin=event.scope,
-        source=event.source, derivation=event.derivation, longevity=event.longevity,
-        fingerprint={}, evidence=[], confidence=event.confidence, status="trial",
-        created_at=0, last_evidence_at=0)
-
-
-class _Story:
-    """Goes on with the story past the API run, appending what the ledger would write.
-
-    Commands become their events; what the policies would decide after each is decided
-    here from a model of the active lessons, indexed so each step costs what its own
-    lessons cost: attribution of recalled and tentative lessons, loop lessons from
-    failed-then-succeeded pairs, absorption and promotion of equivalent lessons, and
-    at each reconcile the decay, the floor, expiry and the per-scope cap.
-
-    Args:
-        log: the log to append to.
-        view: the lesson view of the log as it stands, which the model starts from.
-    """
-
-    def __init__(self, log: EventLog, view: LessonView) -> None:
-        self.log = log
-        self.rules: Rules = view.rules
-        self.epoch = view.epoch
-        self.written = log.head()
-        self.lessons: dict[UUID, _Lesson] = {}
-        self.scopes: dict[str, dict[UUID, None]] = collections.defaultdict(dict)
-        self.same: dict[tuple[str, str, str, str], dict[UUID, None]] = (
-            collections.defaultdict(dict))
-        self.recalled: dict[str, dict[UUID, None]] = collections.defaultdict(dict)
-        self._pending: list[NewEvent] = []
-        for row in view.lessons.values():
-            if row.active:
-                self._add(_Lesson(row, row.confidence, row.last_evidence_at, row.in_play_epoch,
-                                  list(row.projects), set(row.sessions)))
-
-    # -- the model -------------------------------------------------------------------
-
-    def _add(self, lesson: _Lesson) -> None:
-        lesson_id = lesson.row.lesson_id
-        self.lessons[lesson_id] = lesson
-        self.scopes[lesson.row.scope][lesson_id] = None
-        self.same[lesson.same_as][lesson_id] = None
-
-    def _drop(self, lesson: _Lesson) -> None:
-        lesson_id = lesson.row.lesson_id
-        del self.lessons[lesson_id]
-        del self.scopes[lesson.row.scope][lesson_id]
-        del self.same[lesson.same_as][lesson_id]
-
-    def _rescope(self, lesson: _Lesson, scope: str) -> None:
-        del self.scopes[lesson.row.scope][lesson.row.lesson_id]
-        lesson.row.scope = scope
-        self.scopes[scope][lesson.row.lesson_id] = None
-
-    def _visible(self, project: str) -> Iterator[_Lesson]:
-        for lesson_id in itertools.chain(self.scopes[project], self.scopes["global"]):
-            yield self.lessons[lesson_id]
-
-    # -- writing ---------------------------------------------------------------------
-
-    def _emit(self, event: AnyEvent, *, session: str, at: int, actor: str = "policy",
-              stream: UUID | None = None) -> None:
-        event_id = new_event_id()
-        self._pending.append(new_event(event, stream=stream or event_id, version=0,
-                                       event_id=event_id, actor=actor, session=session,
-                                       occurred_at=at))
-        if len(self._pending) >= _APPEND_BATCH:
-            self.flush()
-
-    @property
-    def held(self) -> int:
-        """Events in the log once what is pending is appended."""
-        return self.written + len(self._pending)
-
-    def flush(self) -> None:
-        """Append what is pending."""
-        if self._pending:
-            self.log.append(self._pending)
-            self.written += len(self._pending)
-            self._pending = []
-
-    def take(self, step: _Step) -> None:
-        """Write one call's events and what the policies would decide after them."""
-        at = occurred_ns(step.at)
-        fields = step.fields
-        if step.kind == "query":
-            self._query(fields["project"], fields["session"], at)
-        elif step.kind == "outcome":
-            self._outcome(fields, at)
-        elif step.kind == "proposal":
-            self._proposal(fields, at)
-        else:
-            self._reconcile(at)
-
-    # -- the calls -------------------------------------------------------------------
-
-    def _query(self, project: str, session: str, at: int) -> None:
-        ids = [lesson.row.lesson_id for lesson in self._visible(project)][:_RECALL_MAX]
-        if not ids:
-            return
-        self._emit(LessonRecalled(lesson_ids=ids, project=project), session=session, at=at,
-                   actor="agent")
-        seen = self.recalled[session]
-        for lesson_id in ids:
-            seen[lesson_id] = None
-            self.lessons[lesson_id].in_play_epoch = self.epoch
-
-    def _outcome(self, fields: dict[str, Any], at: int) -> None:
-        project, session = fields["project"], fields["session"]
-        operations: list[Operation] = fields["operations"]
-        outcome_id = _outcome_id(fields["key"])
-        self._emit(OutcomeObserved(
-            outcome_id=outcome_id, project=project, task=fields["task"],
-            passed=fields["passed"], signal="verification", operations=operations,
-            fingerprint=fields["fingerprint"]), session=session, at=at, actor="agent",
-            stream=outcome_id)
-        touched = self._attribute(project, session, outcome_id, operations, at)
-        if fields["passed"]:
-            self._learn(project, session, outcome_id, operations, touched, at)
-
-    def _attribute(self, project: str, session: str, outcome_id: UUID,
-                   operations: list[Operation], at: int) -> set[UUID]:
-        targets = {op.target for op in operations}
-        recalled = self.recalled.get(session, {})
-        in_play = [*recalled, *(lesson.row.lesson_id for lesson in self._visible(project)
-                                if lesson.row.longevity == "tentative"
-                                and lesson.row.lesson_id not in recalled)]
-        touched: set[UUID] = set()
-        for lesson_id in in_play:
-            lesson = self.lessons.get(lesson_id)
-            if lesson is None or lesson.row.target not in targets \
-                    or lesson.row.scope not in (project, "global"):
-                continue
-            held = verdict(lesson.row, operations)
-            if held is None:
-                continue
-            touched.add(lesson_id)
-            if held:
-                self._confirm(lesson, project, session, outcome_id, at)
-            else:
-                self._contradict(lesson, project, session, outcome_id, at)
-        return touched
-
-    def _confirm(self, lesson: _Lesson, project: str, session: str, outcome_id: UUID,
-                 at: int) -> None:
-        self._emit(LessonConfirmed(lesson_id=lesson.row.lesson_id, outcome_id=outcome_id,
-                                   project=project), session=session, at=at)
-        lesson.confidence = clamp(lesson.confidence + self.rules.confirm)
-        lesson.last_evidence_at = at
-        if project in lesson.projects:
-            lesson.projects.remove(project)
-        lesson.projects.append(project)
-        lesson.sessions.add(session)
-
-    def _contradict(self, lesson: _Lesson, project: str, session: str, outcome_id: UUID,
-                    at: int) -> None:
-        lesson_id = lesson.row.lesson_id
-        self._emit(LessonContradicted(lesson_id=lesson_id, outcome_id=outcome_id,
-                                      project=project), session=session, at=at)
-        if lesson.row.scope == "global" and project not in lesson.projects and lesson.projects:
-            self._emit(LessonDemoted(lesson_id=lesson_id, to_scope=lesson.projects[-1],
-                                     outcome_id=outcome_id), session=session, at=at)
-            self._rescope(lesson, lesson.projects[-1])
-        lesson.confidence = clamp(lesson.confidence + self.rules.contradict)
-        if lesson.confidence < self.rules.floor:
-            self._emit(LessonSuperseded(lesson_id=lesson_id, reason="decayed"),
-                       session=session, at=at)
-            self._drop(lesson)
-
-    def _learn(self, project: str, session: str, outcome_id: UUID,
-               operations: list[Operation], touched: set[UUID], at: int) -> None:
-        for failed, worked in failed_then_succeeded(operations):
-            same = ("prefer", failed.op, worked.op, failed.target)
-            known = [self.lessons[i] for i in self.same.get(same, {})
-                     if self.lessons[i].row.scope in (project, "global")]
-            if known:
-                if known[0].row.lesson_id not in touched:
-                    self._confirm(known[0], project, session, outcome_id, at)
-                continue
-            transient = looks_transient(failed.error)
-            lesson_id = derived_id(outcome_id, "|".join(same))
-            self._propose(LessonProposed(
-                lesson_id=lesson_id,
-                text=f"Prefer `{worked.op}` over `{failed.op}` for {failed.target}"
-                     f" ({failed.error})",
-                kind="prefer", avoid_op=failed.op, prefer_op=worked.op, target=failed.target,
-                scope=project, source="loop",
-                derivation="hypothesis" if transient else "direct",
-                longevity="tentative" if transient else "ongoing",
-                fingerprint=dict(_FINGERPRINT), evidence=[outcome_id],
-                confidence=self.rules.start_loop), session, at, actor="policy")
-
-    def _proposal(self, fields: dict[str, Any], at: int) -> None:
-        self._propose(LessonProposed(
-            lesson_id=derived_id(command_id(fields["key"]), "lesson"), text=fields["text"],
-            kind=fields["kind"], avoid_op=fields.get("avoid_op", ""),
-            prefer_op=fields.get("prefer_op", ""), target=fields["target"],
-            scope=fields["project"], source="extractor", fingerprint=fields["fingerprint"],
-            evidence=fields["evidence"], confidence=self.rules.start_extractor),
-            fields["session"], at, actor="agent")
-
-    def _propose(self, event: LessonProposed, session: str, at: int, *, actor: str) -> None:
-        lesson_id = event.lesson_id
-        self._emit(event, session=session, at=at, actor=actor,
-                   stream=lesson_id if actor == "agent" else None)
-        new = _Lesson(_probe(lesson_id, event), event.confidence, at, self.epoch,
-                      [event.scope], {session})
-        equivalent = [self.lessons[i] for i in self.same.get(new.same_as, {})]
-        self._add(new)
-        # An equivalent lesson on file absorbs the new one; in another project, the two
-        # make one global lesson. A tentative lesson is never promoted.
-        for other in equivalent:
-            if other.row.scope in (event.scope, "global"):
-                self._emit(LessonSuperseded(lesson_id=lesson_id, reason="replaced",
-                                            by=other.row.lesson_id), session=session, at=at)
-                self._drop(new)
-                self._confirm(other, event.scope, session, event.evidence[0], at)
-                return
-        if event.longevity == "tentative":
-            return
-        for other in equivalent:
-            if other.row.longevity != "tentative":
-                self._emit(LessonPromoted(lesson_id=other.row.lesson_id,
-                                          projects=[other.row.scope, event.scope],
-                                          merged=[lesson_id]), session=session, at=at)
-                self._emit(LessonSuperseded(lesson_id=lesson_id, reason="replaced",
-                                            by=other.row.lesson_id), session=session, at=at)
-                self._drop(new)
-                self._rescope(other, "global")
-                other.projects.append(event.scope)
-                other.sessions |= new.sessions
-                other.confidence = max(other.confidence, new.confidence)
-                return
-
-    def _reconcile(self, now: int) -> None:
-        rules = self.rules
-        self._emit(ReconcilePassed(now=now, decay=rules.decay), session="", at=now,
-                   actor="agent")
-        leaving: list[tuple[_Lesson, Literal["decayed", "expired", "cap"]]] = []
-        survivors: dict[str, list[_Lesson]] = collections.defaultdict(list)
-        for lesson in self.lessons.values():
-            if lesson.in_play_epoch < self.epoch:
-                lesson.confidence = clamp(lesson.confidence - rules.decay)
-            days = rules.expiry_days.get(lesson.row.longevity)
-            if lesson.confidence < rules.floor:
-                leaving.append((lesson, "decayed"))
-            elif days is not None and now - lesson.last_evidence_at > days * DAY_NS:
-                leaving.append((lesson, "expired"))
-            else:
-                survivors[lesson.row.scope].append(lesson)
-        for lessons in survivors.values():
-            lessons.sort(key=lambda lesson: (-lesson.confidence, -lesson.last_evidence_at))
-            leaving += [(lesson, "cap") for lesson in lessons[rules.cap:]]
-        for lesson, reason in leaving:
-            self._emit(LessonSuperseded(lesson_id=lesson.row.lesson_id, reason=reason),
-                       session="", at=now)
-            self._drop(lesson)
-        self.epoch += 1
+# -- the story goes on, through the same API ---------------------------------------------
 
 
 def _extend(path: str, story: Iterator[_Step], events: int) -> tuple[int, int, dict[UUID, float]]:
-    """Go on with ``story`` in the log at ``path`` until it holds ``events`` events.
+    """Go on with ``story`` in the home at ``path`` until its log holds ``events`` events.
 
-    Returns how many events the log held before, and after, and the active lessons of
-    the story's model with their confidence, to check against the view.
+    The same commands through the same API (without fsync, which the rebuild does not
+    measure), so the policies that wrote the log are the ledger's own. Returns how many
+    events the log held before and after, and the active lessons of the view kept
+    incrementally meanwhile, with their confidence, to check the rebuilt view against.
     """
-    home = acquire(path, sync=False)
-    try:
-        log = EventLog(home, LOG_NAME)
-        view = LessonView()
-        for record in log.scan():
-            view.apply(record)
-        writer = _Story(log, view)
-        before = writer.written
-        while writer.held < events:
-            writer.take(next(story))
-        writer.flush()
-        model = {i: lesson.confidence for i, lesson in writer.lessons.items()}
-        return before, writer.written, model
-    finally:
-        release(home)
+    with open_ledger(path, sync=False) as ledger:
+        before = ledger.log.head()
+        while ledger.log.head() < events:
+            _call(ledger, next(story))
+        kept = {row.lesson_id: row.confidence for row in ledger.view.lessons.values()
+                if row.active}
+        return before, ledger.log.head(), kept
 
 
 # -- rebuild and replays -----------------------------------------------------------------
@@ -652,11 +350,11 @@ def _raw_replay(log: EventLog, events: int) -> float:
     return events / (time.perf_counter() - started)
 
 
-def _folds(path: str, model: dict[UUID, float], say: Callable[[str], None]) -> Rates:
+def _folds(path: str, kept: dict[UUID, float], say: Callable[[str], None]) -> Rates:
     """Measure rebuild and both replays of the log at ``path``, taking turns each round.
 
     Also describes the log, and says whether the view rebuilt from it holds the active
-    lessons, with the confidences, of the model that wrote most of it.
+    lessons, with the confidences, of the view kept while the log was written.
     """
     home = acquire(path, sync=False)
     try:
@@ -690,7 +388,7 @@ def _folds(path: str, model: dict[UUID, float], say: Callable[[str], None]) -> R
         "log_global_lessons": sum(row.scope == "global" for row in active),
         "log_mean_active_evidence": round(evidence, 1),
         **{f"log_{kind.replace('.', '_')}": count for kind, count in sorted(types.items())},
-        "story_matches_view": "yes" if model == {
+        "story_matches_view": "yes" if kept == {
             row.lesson_id: row.confidence for row in active} else "no",
     }
 
@@ -727,7 +425,7 @@ def run(
         ``*_eps`` rates of rebuild and replays with their ``*_vs_*`` ratios and the
         target, counts describing the workload and the log, and ``story_matches_view``:
         ``yes`` when the view rebuilt from the log holds exactly the active lessons, at
-        the same confidences, as the model that wrote the story past the commands.
+        the same confidences, as the view kept incrementally while it was written.
     """
     def say(line: str) -> None:
         if progress is not None:
@@ -743,11 +441,11 @@ def run(
         rates, home = _commands(tmp, steps, say)
         result |= rates
         started = time.perf_counter()
-        before, after, model = _extend(home, story, log_events)
+        before, after, kept = _extend(home, story, log_events)
         say(f"log: {before:,} events from the commands, {after - before:,} more appended "
             f"in {time.perf_counter() - started:.1f} s")
         result |= {"command_events": before, "log_events": after}
-        result |= _folds(home, model, say)
+        result |= _folds(home, kept, say)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return result | _ratios(result)
