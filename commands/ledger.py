@@ -9,9 +9,11 @@
         for lesson in ledger.lessons(digest, session="s-2"):
             print(lesson.text)
 
-Every command is appended in one transaction and then the policies run: the view folds
-the log in order and, after each triggering event, the ledger appends what the policies
-decide. A command retried with the same ``key`` writes nothing and returns the original
+A command is decided and appended, and the policies run on it, in one write transaction:
+the view folds the log in order and, after each triggering event, the ledger appends what
+the policies decide, before any other process can append. So the log always reads as
+commands run one at a time, each followed by all it set off, however many agents write at
+once. A command retried with the same ``key`` writes nothing and returns the original
 receipt.
 """
 
@@ -22,7 +24,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -48,7 +50,7 @@ from lessonledger.commands.recall import Check, Recaller
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
-from lessonledger.ledger.log import LOG_NAME, EventLog, Record
+from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.lessons import LessonRow, LessonView
@@ -84,10 +86,14 @@ class Ledger:
         self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
         self.log = EventLog(self._lmdb, LOG_NAME)
         self._store = ViewStore(self._lmdb)
+        self._lock = threading.RLock()
+        self._open_views(rules, embedder)
+
+    def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
+        """Load the saved lesson view and vector index, and bring both up to the head."""
         saved = self._store.load(VIEW_NAME)
         self.view = LessonView.load(saved[1], rules) if saved else LessonView(rules)
         self._saved_at = self.view.position
-        self._lock = threading.RLock()
         self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
                                  embedder)
         self.catch_up()
@@ -99,30 +105,40 @@ class Ledger:
 
         What the policies append is folded (and reacted to) before this returns, so a
         command or a query never sees a view without the consequences already decided.
+        Commands run their policies in their own transaction (:meth:`execute`), so here
+        the policies only act on events some other writer appended without them.
         """
         with self._lock:
-            while True:
-                start = self.view.position
-                for record in self.log.scan(start + 1):
-                    self.view.apply(record)
-                    if record.envelope.type in TRIGGERS and record.payload is not None:
-                        self._react(record)
-                if self.view.position == start:
-                    break
-            if self.view.position - self._saved_at >= _SAVE_EVERY:
-                self.save_view()
-            self.recaller.sync()
+            self._fold(self.log, self.log.append)
+            self._settle()
             return self.view.position
 
-    def _react(self, record: Record) -> None:
+    def _fold(self, log: EventLog | Writing,
+              append: Callable[[list[NewEvent]], object]) -> None:
+        while True:
+            start = self.view.position
+            for record in log.scan(start + 1):
+                self.view.apply(record)
+                if record.envelope.type in TRIGGERS and record.payload is not None:
+                    self._react(record, log, append)
+            if self.view.position == start:
+                return
+
+    def _settle(self) -> None:
+        if self.view.position - self._saved_at >= _SAVE_EVERY:
+            self.save_view()
+        self.recaller.sync()
+
+    def _react(self, record: Record, log: EventLog | Writing,
+               append: Callable[[list[NewEvent]], object]) -> None:
         decided = react(self.view, decode_event(cast_bytes(record.payload)), record.envelope)
         if not decided:
             return
         trigger, env = trigger_id(record.envelope), record.envelope
         ids = [derived_id(trigger, f"policy:{i}") for i in range(len(decided))]
-        if self.log.position_of(ids[0].bytes) is not None:
-            return  # decided before: by this process before a crash, or by another
-        self.log.append([
+        if log.position_of(ids[0].bytes) is not None:
+            return  # decided before: by the command's own transaction, or another reader
+        append([
             new_event(event, stream=eid, version=0, event_id=eid, actor="policy",
                       principal=env.principal, session=env.session,
                       occurred_at=env.occurred_at)
@@ -138,7 +154,11 @@ class Ledger:
     # -- commands --------------------------------------------------------------------
 
     def execute(self, command: AnyCommand) -> Receipt:
-        """Check, decide and append one command's events; then run the policies.
+        """Check, decide and append one command's events and the policies' reactions.
+
+        All in one write transaction, from the log as it stands: whatever other
+        processes do, the log reads as if commands ran one at a time, each followed by
+        everything it set off, so concurrent agents end where a serial run would.
 
         Raises:
             CommandError: the command is refused; nothing was written.
@@ -146,30 +166,40 @@ class Ledger:
         """
         parent = command_id(command.key)
         with self._lock:
-            self.catch_up()
-            done = self._receipt(parent)
-            if done is not None:
-                return done
-            decided = decide(command, self.view)
-            ids = [derived_id(parent, str(i)) for i in range(len(decided))]
-            at = occurred_ns(command.occurred_at)
-            positions = self.log.append([
-                new_event(d.event, stream=d.stream or eid, version=d.version, event_id=eid,
-                          actor=command.actor, principal=command.principal,
-                          session=command.session, occurred_at=at)
-                for eid, d in zip(ids, decided, strict=True)
-            ])
-            self.catch_up()
-            return Receipt([int(p) for p in positions], _minted(decided))
+            writing: Writing | None = None
+            try:
+                with self.log.writing() as writing:
+                    self._fold(writing, writing.append)
+                    receipt = self._receipt(parent, writing)
+                    if receipt is None:
+                        decided = decide(command, self.view)
+                        ids = [derived_id(parent, str(i)) for i in range(len(decided))]
+                        at = occurred_ns(command.occurred_at)
+                        positions = writing.append([
+                            new_event(d.event, stream=d.stream or eid, version=d.version,
+                                      event_id=eid, actor=command.actor,
+                                      principal=command.principal, session=command.session,
+                                      occurred_at=at)
+                            for eid, d in zip(ids, decided, strict=True)
+                        ])
+                        self._fold(writing, writing.append)
+                        receipt = Receipt([int(p) for p in positions], _minted(decided))
+            except BaseException:
+                if writing is not None and writing.appended:
+                    # The view folded events that were never committed: open it afresh.
+                    self._open_views(self.view.rules, self.recaller.embedder)
+                raise
+            self._settle()
+            return receipt
 
-    def _receipt(self, parent: UUID) -> Receipt | None:
+    def _receipt(self, parent: UUID, log: Writing) -> Receipt | None:
         """The receipt of a command already in the log, else None."""
         positions: list[int] = []
-        while (p := self.log.position_of(derived_id(parent, str(len(positions))).bytes)):
+        while (p := log.position_of(derived_id(parent, str(len(positions))).bytes)):
             positions.append(int(p))
         if not positions:
             return None
-        records = [self.log.read(p, limit=1)[0] for p in positions]
+        records = [log.read(p, limit=1)[0] for p in positions]
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
         return Receipt(positions, _minted_events(events))
 

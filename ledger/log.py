@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from hashlib import sha256
 from typing import NamedTuple, cast
 
@@ -49,7 +50,7 @@ from lessonledger.ledger.errors import (
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
 
-__all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record"]
+__all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record", "Writing"]
 
 #: The name of the lesson log in a home (eventsourcing applications use their own names).
 LOG_NAME = "ledger"
@@ -189,6 +190,21 @@ class EventLog:
         self.home.notify(self.name)
         return positions
 
+    @contextmanager
+    def writing(self) -> Iterator[Writing]:
+        """Hold the log's one writer slot: read the head, decide, append, commit once.
+
+        A caller that must decide from the log as it stands *and* append in the same
+        instant (a command and the policies it sets off) does so inside this block; no
+        other process can append in between. Everything appended commits when the block
+        ends, or nothing does if it raises.
+        """
+        with self._env.begin(write=True) as txn:
+            writing = Writing(self, txn)
+            yield writing
+        if writing.appended:
+            self.home.notify(self.name)
+
     def _tail(self, txn: lmdb.Transaction) -> tuple[int, bytes]:
         """Return the next position and the chain link before it."""
         cursor = txn.cursor(db=self._log)
@@ -267,7 +283,10 @@ class EventLog:
     def position_of(self, event_id: bytes) -> Position | None:
         """Return the position of the event with this id, if any."""
         with self._env.begin() as txn:
-            raw = txn.get(event_id, db=self._ids)
+            return self._position_of(txn, event_id)
+
+    def _position_of(self, txn: lmdb.Transaction, event_id: bytes) -> Position | None:
+        raw = txn.get(event_id, db=self._ids)
         return Position(int.from_bytes(raw, "big")) if raw else None
 
     def read(
@@ -281,18 +300,22 @@ class EventLog:
 
         ``limit`` counts records after filtering by ``types``.
         """
+        with self._env.begin() as txn:
+            return self._read(txn, start, limit, stop, types)
+
+    def _read(self, txn: lmdb.Transaction, start: int, limit: int | None = None,
+              stop: int | None = None, types: Sequence[str] = ()) -> list[Record]:
         end = _key(stop + 1, _ENVELOPE) if stop is not None else b"\xff" * 9
         wanted = frozenset(types)
         records: list[Record] = []
-        with self._env.begin() as txn:
-            cursor = txn.cursor(db=self._log)
-            if not cursor.set_range(_key(max(start, 1), _ENVELOPE)):
-                return records
-            for record in _walk(cursor, end):
-                if not wanted or record.envelope.type in wanted:
-                    records.append(record)
-                    if len(records) == limit:
-                        break
+        cursor = txn.cursor(db=self._log)
+        if not cursor.set_range(_key(max(start, 1), _ENVELOPE)):
+            return records
+        for record in _walk(cursor, end):
+            if not wanted or record.envelope.type in wanted:
+                records.append(record)
+                if len(records) == limit:
+                    break
         return records
 
     def scan(self, start: int = 1, stop: int | None = None) -> Iterator[Record]:
@@ -382,3 +405,42 @@ class EventLog:
         elif not cursor.last():
             return iter(())
         return cast(Iterator[tuple[bytes, bytes]], cursor.iterprev())
+
+
+class Writing:
+    """The log inside one write transaction (see :meth:`EventLog.writing`).
+
+    Reads see what this block appended so far; nothing is visible to others until the
+    block ends.
+    """
+
+    def __init__(self, log: EventLog, txn: lmdb.Transaction) -> None:
+        self._log = log
+        self._txn = txn
+        #: How many events this block has appended.
+        self.appended = 0
+
+    def append(self, events: Sequence[NewEvent]) -> list[Position]:
+        """As :meth:`EventLog.append`, committed when the block ends."""
+        for i, event in enumerate(events):
+            _check(event, i)
+        positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
+        self.appended += len(events)
+        return positions
+
+    def scan(self, start: int = 1) -> Iterator[Record]:
+        """Every record from ``start`` on, including this block's own appends so far."""
+        while True:
+            chunk = self._log._read(self._txn, start, limit=_READ_CHUNK)
+            yield from chunk
+            if len(chunk) < _READ_CHUNK:
+                return
+            start = chunk[-1].envelope.position + 1
+
+    def read(self, start: int = 1, limit: int | None = None) -> list[Record]:
+        """As :meth:`EventLog.read`, in this transaction."""
+        return self._log._read(self._txn, start, limit)
+
+    def position_of(self, event_id: bytes) -> Position | None:
+        """As :meth:`EventLog.position_of`, in this transaction."""
+        return self._log._position_of(self._txn, event_id)
