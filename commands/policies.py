@@ -59,14 +59,17 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     """Judge a lesson by operations: True confirms, False contradicts, None: not exercised.
 
     ``prefer B over A`` predicts B succeeds and A fails; ``avoid A`` that A fails; ``do
-    B`` that B succeeds. For a lesson learned from a transient-looking failure only the
-    avoided operation counts: failing again supports it, succeeding refutes it; the
-    detour succeeding proves nothing.
+    B`` that B succeeds. A failure that looks transient says nothing about such a
+    prediction: a timeout neither proves A broken nor B wrong. For a lesson learned from
+    a transient-looking failure only the avoided operation counts: failing again (however)
+    supports it, succeeding refutes it (and :func:`_attribute` supersedes it as
+    ``refuted``); the detour succeeding proves nothing.
     """
     held: list[bool] = []
     tentative = row.longevity == "tentative"
     for op in operations:
-        if op.target != row.target:
+        if op.target != row.target or (not op.ok and not tentative
+                                       and looks_transient(op.error)):
             continue
         if op.op == row.avoid_op and row.kind in ("prefer", "avoid"):
             held.append(not op.ok)
@@ -116,6 +119,12 @@ def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[A
             continue
         decided.append(LessonContradicted(
             lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
+        if row.longevity == "tentative":
+            # What it warned against just worked: the failure it came from was a blip. Left
+            # to age out, it would be followed for weeks (measured: it was the largest
+            # share of blip-made lessons still active at the end of a trap-world run).
+            decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="refuted"))
+            continue
         if row.scope == "global" and event.project not in row.projects and row.projects:
             decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
                                          outcome_id=event.outcome_id))
@@ -146,24 +155,36 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
            decided: list[AnyEvent]) -> list[AnyEvent]:
     learned: list[AnyEvent] = []
     touched = {getattr(d, "lesson_id", None) for d in decided}
-    for failed, worked in failed_then_succeeded(event.operations):
+    contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)}
+    pairs = failed_then_succeeded(event.operations)
+    solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
+    for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
-        known = [r for r in view.active_for(event.project) if r.same_as == same]
-        if known:
+        transient = looks_transient(failed.error)
+        here = view.active_for(event.project)
+        known = [r for r in here if r.same_as == same]
+        if known and not (known[0].longevity == "tentative" and not transient):
             if known[0].lesson_id not in touched:
                 learned.append(LessonConfirmed(lesson_id=known[0].lesson_id,
                                                outcome_id=event.outcome_id,
                                                project=event.project))
             continue
+        if transient and ((worked.target, worked.op) in solid or any(
+                r.target == worked.target and r.prefer_op == worked.op
+                and r.longevity != "tentative" for r in here)):
+            continue  # a blip on the way to what is already known to work teaches nothing
         if _retired_covers(view, [event.outcome_id]):
             continue
-        transient = looks_transient(failed.error)
         lesson_id = derived_id(trigger_id(envelope), "|".join(same))
-        # The world flipped: the lesson this outcome just contradicted said the opposite.
-        # The new lesson replaces it, so the chain shows both the old and new evidence.
-        reverse = ("prefer", worked.op, failed.op, failed.target)
-        stale = next((r for r in view.active_for(event.project) if r.same_as == reverse
-                      and r.lesson_id in touched), None)
+        # Replaced: a tentative lesson this structural failure shows was right after all,
+        # or, when the world flipped, the lessons this outcome just contradicted that said
+        # the opposite: the chain then shows both the old and the new evidence.
+        stale = [r for r in here if r.lesson_id in contradicted and r.target == failed.target
+                 and (r.prefer_op == failed.op or r.avoid_op == worked.op)]
+        # The exact reverse, when there is one, is what the new lesson supersedes.
+        stale.sort(key=lambda r: r.same_as != ("prefer", worked.op, failed.op, failed.target))
+        if known:
+            stale = [known[0], *stale]
         learned.append(LessonProposed(
             lesson_id=lesson_id,
             text=f"Prefer `{worked.op}` over `{failed.op}` for {failed.target}"
@@ -174,11 +195,11 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
             longevity="tentative" if transient else "ongoing",
             fingerprint=dict(event.fingerprint), evidence=[event.outcome_id],
             confidence=view.rules.start_loop,
-            supersedes=stale.lesson_id if stale else None,
+            supersedes=stale[0].lesson_id if stale else None,
         ))
-        if stale is not None:
-            learned.append(LessonSuperseded(lesson_id=stale.lesson_id, reason="replaced",
-                                            by=lesson_id))
+        learned += [LessonSuperseded(lesson_id=r.lesson_id, reason="replaced", by=lesson_id)
+                    for r in stale]
+        contradicted -= {r.lesson_id for r in stale}
     return learned
 
 
@@ -198,7 +219,9 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     in several processes do: a policy's events land after its trigger, not right behind
     it, so a second outcome showing the same pair can be folded before the first one's
     lesson and teach it again. In another project's scope it is a second project learning
-    the lesson: one global lesson absorbs both. A tentative lesson is never promoted.
+    the lesson: one global lesson absorbs both. A tentative lesson is never promoted, nor
+    is one known not to hold everywhere: a lesson saying the same was demoted before (a
+    third project contradicted it), or an active lesson somewhere says the opposite.
     """
     if not new.active or new.scope == "global":
         return []
@@ -214,6 +237,9 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
                                       project=new.scope) for o in new.evidence[:1]
                       if o not in other.evidence)]
     if new.longevity == "tentative":
+        return []
+    # Known not to hold everywhere: demoted before, or some project found the opposite.
+    if view.demoted(new.same_as) or view.disagreeing(new):
         return []
     for other in equivalent:
         if other.longevity != "tentative":

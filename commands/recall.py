@@ -29,7 +29,7 @@ from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder, default_embedder
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
-from lessonledger.projections.recall import Recall, one_line, rank, render
+from lessonledger.projections.recall import Recall, one_line, overruled, rank, render
 from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
 
 __all__ = ["Check", "Recaller"]
@@ -48,6 +48,9 @@ class Check(msgspec.Struct, frozen=True):
     line: str
     #: The lessons the line names (at most two each way): what is recorded as shown.
     shown: list[UUID] = []
+    #: Global lessons on this operation that the project's own lessons contradict: named,
+    #: but not counted for or against (see :func:`overruled`).
+    overruled: list[UUID] = []
 
 
 class Recaller:
@@ -147,12 +150,18 @@ class Recaller:
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
         rows = [r for r in view.active_for(project) if r.target == target]
+        over = overruled(rows)
+        beaten = [r for r in rows if r.lesson_id in over
+                  and operation in (r.prefer_op, r.avoid_op)]
+        rows = [r for r in rows if r.lesson_id not in over]
         supporting = [r for r in rows if operation in (r.prefer_op,) and r.kind != "avoid"]
         opposing = [r for r in rows if operation == r.avoid_op]
         failure = view.failures.get(failure_key(project, operation, target))
         parts = [f"{operation} on {target}:"]
         parts += [f"avoid ({_brief(r)})" for r in opposing[:2]]
         parts += [f"prefer ({_brief(r)})" for r in supporting[:2]]
+        parts += [f"overruled here by this project's own lessons ({_brief(r)})"
+                  for r in beaten[:1]]
         if failure is not None:
             last = one_line(failure.error)[:120] or "?"
             parts.append(f"failed {failure.count}x here before, last: {last}")
@@ -161,7 +170,8 @@ class Recaller:
         return Check(project, operation, target, [r.lesson_id for r in supporting],
                      [r.lesson_id for r in opposing], failure.count if failure else 0,
                      failure.error if failure else "", " ".join(parts),
-                     [r.lesson_id for r in opposing[:2] + supporting[:2]])
+                     [r.lesson_id for r in opposing[:2] + supporting[:2] + beaten[:1]],
+                     [r.lesson_id for r in beaten])
 
 
 def _brief(row: LessonRow) -> str:

@@ -64,7 +64,9 @@ LessonKind = Literal["prefer", "avoid", "do"]
 Source = Literal["loop", "extractor", "model", "user"]
 Derivation = Literal["direct", "hypothesis"]
 Longevity = Literal["tentative", "ongoing", "durable", "explicit"]
-SupersedeReason = Literal["replaced", "decayed", "cap", "expired", "retired:user"]
+#: ``refuted``: a tentative lesson whose avoided operation then worked (the failure it was
+#: learned from was a blip).
+SupersedeReason = Literal["replaced", "decayed", "cap", "expired", "retired:user", "refuted"]
 
 
 class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
@@ -157,7 +159,7 @@ class LessonDemoted(_Event, frozen=True, kw_only=True, tag="lesson.demoted"):
 
 
 class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded"):
-    """The lesson leaves the active set: replaced, decayed, capped, expired or retired."""
+    """The lesson leaves the active set: replaced, decayed, capped, expired, refuted, retired."""
 
     lesson_id: UUID
     reason: SupersedeReason

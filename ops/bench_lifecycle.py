@@ -49,6 +49,7 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.projections.lessons import LessonView
+from lessonledger.projections.rules import looks_transient
 
 __all__ = ["run"]
 
@@ -190,6 +191,8 @@ def _proposal(key: str, project: str, session: str, trap: _Trap, shows: str,
     if shows == "avoid":
         lesson = {"kind": "avoid", "avoid_op": trap.bad,
                   "text": f"Do not run `{trap.bad}` on {trap.target}: {trap.error}"}
+        if looks_transient(trap.error):  # a blip shows nothing more than a hypothesis
+            lesson["longevity"] = "tentative"
     else:
         lesson = {"kind": "do", "prefer_op": trap.good,
                   "text": f"Run `{trap.good}` for {trap.target}"}

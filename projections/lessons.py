@@ -157,6 +157,8 @@ class LessonView:
         self._recalled_sets: dict[str, set[int]] = {}
         self._rows_by_int: dict[int, LessonRow] = {}
         self._evidence_sets: dict[UUID, set[UUID]] = {}
+        #: What demoted lessons said (``same_as``): known not to hold in every project.
+        self._demoted: set[tuple[str, str, str, str]] = set()
 
     # -- persistence -----------------------------------------------------------------
 
@@ -177,6 +179,8 @@ class LessonView:
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_int[row.lesson_id.int] = row
+            if any(move.type == "lesson.demoted" for move in row.moves):
+                view._demoted.add(row.same_as)
         return view
 
     # -- queries ----------------------------------------------------------------------
@@ -207,6 +211,24 @@ class LessonView:
     def active_like(self, same_as: tuple[str, str, str, str]) -> list[LessonRow]:
         """Active lessons that say the same thing (kind, operations, target), oldest first."""
         return self._oldest_first(self._by_same.get(same_as, ()))
+
+    def demoted(self, same_as: tuple[str, str, str, str]) -> bool:
+        """True when a lesson saying this was ever demoted from global.
+
+        Some project contradicted it, so it does not hold everywhere.
+        """
+        return same_as in self._demoted
+
+    def disagreeing(self, row: LessonRow) -> list[LessonRow]:
+        """Active lessons, in any scope, that say the opposite of ``row``, oldest first.
+
+        The opposite: the reverse preference, avoiding what it prefers, or doing what it
+        avoids, on the same target.
+        """
+        t, avoid, prefer = row.target, row.avoid_op, row.prefer_op
+        keys = [("prefer", prefer, avoid, t), ("avoid", prefer, "", t), ("do", "", avoid, t)]
+        return [r for key in keys for r in self.active_like(key)
+                if r.lesson_id != row.lesson_id]
 
     def retired(self) -> list[LessonRow]:
         """Lessons a person retired, oldest first."""
@@ -294,6 +316,7 @@ class LessonView:
                 row = self._s.lessons.get(event.lesson_id)
                 if row is not None:
                     row.scope = event.to_scope
+                    self._demoted.add(row.same_as)
                     self._move(row, position, "lesson.demoted", event.outcome_id,
                                f"to {event.to_scope}")
             case LessonRecalled():

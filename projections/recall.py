@@ -13,7 +13,9 @@ The ranking, in full (DESIGN §4 asks for it to be documented):
    ``recency = exp(-days since last evidence / 30)``.
 4. Contradiction-aware: active lessons on the same operation and target that disagree
    (one prefers or does what another avoids) are shown together: the highest-scoring one
-   as the current belief, then the others labelled as contradicting it.
+   as the current belief, then the others labelled as contradicting it. A project's own
+   lesson is the belief over a global lesson it disagrees with, whatever their scores:
+   in that project its own evidence outranks what other projects found (:func:`overruled`).
 5. At most 5 lessons and at most 300 tokens, counting tokens as
    ``ceil(utf-8 bytes / 4)`` of the whole section (heading, lines and newlines). Groups
    are taken in order; a group that would break a cap is left out and the next ones are
@@ -45,6 +47,7 @@ __all__ = [
     "count_tokens",
     "disagree",
     "one_line",
+    "overruled",
     "rank",
     "render",
 ]
@@ -169,6 +172,21 @@ def disagree(a: LessonRow, b: LessonRow) -> bool:
     return bool(a_good & b_bad or a_bad & b_good)
 
 
+def overruled(rows: Sequence[LessonRow]) -> set[UUID]:
+    """The global lessons among ``rows`` that one of the project's own lessons disagrees with.
+
+    There, the project's own evidence is the current belief.
+    """
+    local: dict[str, list[LessonRow]] = {}
+    for row in rows:
+        if row.scope != "global":
+            local.setdefault(row.target, []).append(row)
+    if not local:
+        return set()
+    return {row.lesson_id for row in rows if row.scope == "global"
+            and any(disagree(row, mine) for mine in local.get(row.target, ()))}
+
+
 def rank(rows: Sequence[LessonRow], query: str, similarities: np.ndarray | None,
          now: int) -> list[Ranked]:
     """Score every candidate; best first.
@@ -233,7 +251,12 @@ def render(rows: dict[UUID, LessonRow], ranked: list[Ranked], project: str,
             says.setdefault((row.target, row.prefer_op, True), []).append(place)
         if row.avoid_op:
             says.setdefault((row.target, row.avoid_op, False), []).append(place)
-    for place, item in enumerate(ranked):
+    over = overruled(row_at)
+    # Overruled lessons come last, so the project's own lesson leads its group.
+    seeds = sorted(range(len(ranked)), key=lambda p: ranked[p].lesson_id in over) if over \
+        else range(len(ranked))
+    for place in seeds:
+        item = ranked[place]
         if placed[place]:
             continue
         group = [item]

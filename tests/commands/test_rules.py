@@ -248,21 +248,61 @@ def test_a_transient_failure_makes_a_tentative_lesson_only_the_avoided_operation
     row = led.lesson(lid)
     assert (row.confidence, row.evidence, row.last_evidence_at) == (
         near(0.65), [row.evidence[0], again], ns(day(2)))
-    # Any later success of the avoided operation contradicts it, in play or not.
-    agent.outcome(P1, "s4", [ok(AVOID)], when=day(3))
-    assert led.lesson(lid).confidence == near(0.4)
-
     # Never promoted: a second project learning the same blip keeps its own lesson.
-    twin = agent.learn(P2, "s5", error="timed out", when=day(4))
+    twin = agent.learn(P2, "s5", error="timed out", when=day(2.5))
     assert (led.lesson(lid).scope, led.lesson(twin).scope) == (P1, P2)
     assert led.lesson(lid).status == led.lesson(twin).status == "trial"
 
-    # It ages out by its longevity: 30 days after its last supporting evidence.
-    agent.reconcile(day(31.9))
-    assert led.lesson(lid).status == "trial"
-    agent.reconcile(day(32.1))
-    assert (led.lesson(lid).status, led.lesson(lid).reason) == ("expired", "expired")
+    # Any later success of the avoided operation contradicts it, in play or not, and
+    # refutes it: the failure it came from was a blip.
+    agent.outcome(P1, "s4", [ok(AVOID)], when=day(3))
+    row = led.lesson(lid)
+    assert (row.confidence, row.status, row.reason) == (near(0.4), "superseded", "refuted")
+    assert not [r for r in led.lessons(P1, record=False) if r.lesson_id == lid]
+
+    # Never refuted, it ages out by its longevity: 30 days after its last evidence.
+    agent.reconcile(day(32.4))
     assert led.lesson(twin).status == "trial"
+    agent.reconcile(day(32.6))
+    assert (led.lesson(twin).status, led.lesson(twin).reason) == ("expired", "expired")
+
+
+def test_a_transient_looking_failure_is_no_evidence_about_a_settled_lesson(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    led.lessons(P1, session="s2")
+    # The preferred operation timing out, then working on a retry: neither wrong nor right.
+    agent.outcome(P1, "s2", [fail(PREFER, "read timed out"), ok()], when=day(1))
+    row = led.lesson(lid)
+    assert (row.confidence, row.status, len(row.moves)) == (near(0.65), "trial", 2)
+    # ... and a timeout of the avoided operation is not a confirmation either.
+    led.lessons(P1, session="s3")
+    agent.outcome(P1, "s3", [fail(AVOID, "connection reset by peer")], when=day(2),
+                  passed=False)
+    assert led.lesson(lid).confidence == near(0.65)
+
+
+def test_a_blip_on_the_way_to_what_is_known_to_work_teaches_nothing(agent: Agent) -> None:
+    led = agent.ledger
+    # In one outcome: the trap fails for real, a third form blips, the way out works.
+    met = agent.outcome(P1, "s1", [fail(), fail("tox", "503 Service Unavailable"), ok()])
+    assert [led.lesson(i).avoid_op for i in agent.loop_lessons(met)] == [AVOID]
+    # Later: a form blips and the form a settled lesson vouches for then works.
+    later = agent.outcome(P1, "s2", [fail("tox", "ETIMEDOUT"), ok()], when=day(1))
+    assert agent.loop_lessons(later) == []
+
+
+def test_a_tentative_lesson_the_same_structural_failure_then_shows_is_made_settled(
+        agent: Agent) -> None:
+    led = agent.ledger
+    tentative = agent.learn(P1, "s1", error="connection refused")
+    settled = agent.learn(P1, "s2", when=day(1))
+    assert settled != tentative
+    old, new = led.lesson(tentative), led.lesson(settled)
+    assert (old.status, old.reason, old.superseded_by) == ("superseded", "replaced", settled)
+    assert (new.longevity, new.derivation, new.supersedes) == ("ongoing", "direct", tentative)
+    assert ids(led.lessons(P1, record=False)) == [settled]
 
 
 # -- trial and trusted ---------------------------------------------------------------------
@@ -407,6 +447,46 @@ def test_a_global_lesson_contradicted_from_a_third_project_returns_to_its_last_c
     assert [m.type for m in row.moves[-2:]] == ["lesson.contradicted", "lesson.demoted"]
     assert ids(led.lessons(P1, record=False)) == [lid]
     assert led.lessons(P2, record=False) == led.lessons(P3, record=False) == []
+
+
+def test_a_demoted_lesson_is_never_promoted_again(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.learn(P2, "s2", when=day(1))
+    agent.contradict(P3, "s3", lid, when=day(2))
+    assert led.lesson(lid).scope == P2
+    # Another project learning it again: it is known not to hold everywhere.
+    again = agent.learn(P1, "s4", when=day(3))
+    assert (led.lesson(again).scope, led.lesson(again).active) == (P1, True)
+    assert led.lesson(lid).scope == P2
+
+
+def test_a_lesson_some_project_found_the_opposite_of_is_not_promoted(agent: Agent) -> None:
+    led = agent.ledger
+    # P3's own lesson says the opposite: in P3 the root is the wrong place to run from.
+    opposite = agent.learn(P3, "s0", avoid=PREFER, prefer=AVOID, error="no tests ran")
+    first = agent.learn(P1, "s1", when=day(1))
+    second = agent.learn(P2, "s2", when=day(2))
+    assert [led.lesson(i).scope for i in (first, second, opposite)] == [P1, P2, P3]
+
+
+def test_a_projects_own_lesson_outranks_a_global_one_it_contradicts(agent: Agent) -> None:
+    led = agent.ledger
+    glob = agent.learn(P1, "s1")
+    agent.learn(P2, "s2", when=day(1))
+    for i in range(3):
+        agent.confirm(P1, f"c{i}", glob, when=day(2 + i))
+    own = agent.learn(P3, "s3", avoid=PREFER, prefer=AVOID, error="no tests ran",
+                      when=day(6))
+    assert led.lesson(glob).confidence > led.lesson(own).confidence
+    shown = led.recall(P3, "run the tests", record=False)
+    assert [(r.lesson_id, r.label) for r in shown.lessons] == [
+        (own, "trial"), (glob, "contradicting")]
+    check = led.check(P3, AVOID, TARGET, record=False)
+    assert (check.supporting, check.opposing, check.overruled) == ([own], [], [glob])
+    assert "overruled" in check.line
+    # Elsewhere the global lesson is the belief, as before.
+    assert led.check(P2, AVOID, TARGET, record=False).opposing == [glob]
 
 
 # -- environment binding ---------------------------------------------------------------------
@@ -629,6 +709,24 @@ def test_a_retired_lesson_is_never_relearned_from_its_own_evidence(agent: Agent)
     # Evidence beyond the retired lesson's is a new lesson.
     fresh = agent.outcome(P1, "s4", [ok()], when=day(5))
     assert led.lesson(agent.propose(P1, evidence=[outcome, fresh])).status == "trial"
+
+
+def test_when_the_world_flips_every_lesson_the_outcome_refuted_is_replaced(
+        agent: Agent) -> None:
+    led = agent.ledger
+    over_subdir = agent.learn(P1, "s1")
+    over_tox = agent.learn(P1, "s2", avoid="tox", when=day(1))
+    unrelated = agent.learn(P1, "s3", target="docs", when=day(2))
+    led.lessons(P1, session="s4")
+    # The root stops working and the subdirectory starts to: both lessons preferring the
+    # root are contradicted by the same outcome, and both are replaced by what it shows.
+    flipped = agent.outcome(P1, "s4", [fail(PREFER, "no tests ran"), ok(AVOID)], when=day(3))
+    new = agent.learned_from(flipped)
+    for old in (over_subdir, over_tox):
+        row = led.lesson(old)
+        assert (row.status, row.reason, row.superseded_by) == ("superseded", "replaced", new)
+    assert led.lesson(new).supersedes == over_subdir
+    assert set(ids(led.lessons(P1, record=False))) == {new, unrelated}
 
 
 # -- refusals and retries ----------------------------------------------------------------------
