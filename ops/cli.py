@@ -149,6 +149,44 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        msg = f"expected a fraction between 0 and 1, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _cmd_bench_trapworld(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_trapworld
+    from lessonledger.ops.trapworld import WorldConfig
+
+    config = WorldConfig(seed=args.seed, projects=args.projects, targets=args.targets,
+                         sessions=args.sessions, steps=args.steps, trap_rate=args.trap_rate,
+                         shared_rate=args.shared_rate, flip_rate=args.flip_rate,
+                         noise=args.noise)
+    result = bench_trapworld.run(config, repeats=args.repeats, progress=_say)
+    if args.json:
+        print_json(result)
+        return 0
+    arms = result["arms"]
+    print(f"{'':<32}" + "".join(f"{arm:>14}" for arm in arms))
+    for metric in bench_trapworld.METRICS:
+        cells = []
+        for figures in arms.values():
+            value, spread = figures[metric], figures["spread"].get(metric)
+            cells.append("—" if value is None else
+                         f"{value:.3f}±{spread['sd']:.3f}" if spread else f"{value:.3f}")
+        print(f"{metric:<32}" + "".join(f"{c:>14}" for c in cells))
+    print(f"\n{result['config']['repeats']} repeats, {result['seconds']} s; targets:")
+    for name, met in result["met"].items():
+        print(f"  {'met ' if met else 'MISSED'} {name} {result['targets'].get(name, '')}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lessonledger", description=(
         "An event-sourced memory ledger: agents record outcomes and lessons; "
@@ -207,7 +245,44 @@ def _parser() -> argparse.ArgumentParser:
                                 "(default 100,000)")
     lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
     lifecycle.set_defaults(run=_cmd_bench_lifecycle)
+    _trapworld_parser(which)
     return parser
+
+
+def _trapworld_parser(which: Any) -> None:
+    from lessonledger.ops.trapworld import WorldConfig
+
+    d = WorldConfig()
+    world = which.add_parser("trapworld", help=(
+        "agents with the ledger, with no memory and with a last-error store, in a seeded "
+        "world of traps, blips and flips"), description=(
+        "Runs a simple agent through a deterministic world of projects whose obvious "
+        "operations sometimes fail (traps), sometimes fail by bad luck (blips), and "
+        "sometimes turn over part-way (flips), with three kinds of memory. The README "
+        "explains the world and every figure."))
+    world.add_argument("--projects", type=_count(1), default=d.projects,
+                       help=f"projects (default {d.projects})")
+    world.add_argument("--sessions", type=_count(2), default=d.sessions,
+                       help=f"sessions per project, one a day (default {d.sessions})")
+    world.add_argument("--targets", type=_count(1), default=d.targets,
+                       help=f"target kinds per project, of 10 (default {d.targets})")
+    world.add_argument("--steps", type=_count(1), default=d.steps,
+                       help=f"targets per task (default {d.steps})")
+    world.add_argument("--trap-rate", type=_fraction, default=d.trap_rate,
+                       help=f"share of a local kind's targets that are traps ({d.trap_rate})")
+    world.add_argument("--shared-rate", type=_fraction, default=d.shared_rate,
+                       help=f"share of kinds whose trap is the same everywhere "
+                            f"({d.shared_rate})")
+    world.add_argument("--flip-rate", type=_fraction, default=d.flip_rate,
+                       help=f"share of traps that flip half-way ({d.flip_rate})")
+    world.add_argument("--noise", type=_fraction, default=d.noise,
+                       help=f"chance a working attempt fails transiently ({d.noise})")
+    world.add_argument("--seed", type=_count(0), default=d.seed,
+                       help="the first repeat's seed; repeat r uses seed + r (default 0)")
+    world.add_argument("--repeats", type=_count(1), default=5,
+                       help="worlds to run, each with every arm (default 5)")
+    world.add_argument("--json", action="store_true", help="print one JSON object")
+    world.set_defaults(run=_cmd_bench_trapworld)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
