@@ -145,6 +145,8 @@ class Tally:
             stale_pairs += stale > 0
             carried += stale > 1
         return {
+            "repeats": self.repeats,
+            "repeat_chances": self.opportunities,
             "repeat_error_rate": _ratio(self.repeats, self.opportunities),
             "steps_per_task": _ratio(self.attempts, self.tasks),
             "first_attempt_success": _ratio(self.first_ok, self.steps),
@@ -195,16 +197,18 @@ def work_task(world: World, agent: Agent, project: str, day: int, session: str,
     return operations, passed
 
 
-def run_arm(world: World, arm: str, home: Path, *, sync: bool = False,
-            label: str = "") -> dict[str, Any]:
+def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: str = "",
+            first_day: int = 0) -> dict[str, Any]:
     """Run every project's sessions for one arm in ``home``; return its figures.
 
-    ``label`` prefixes the session names, so runs sharing a home stay apart.
+    ``label`` prefixes the session names, so runs sharing a home stay apart; a run that
+    continues an earlier one in the same home starts at ``first_day``.
     """
     config, tally = world.config, Tally(world)
+    last = first_day + config.sessions - 1
     with open_ledger(home, sync=sync) as ledger:
         agent = _agent(arm, ledger)
-        for day in range(config.sessions):
+        for day in range(first_day, last + 1):
             for i, project in enumerate(world.projects):
                 operations, passed = work_task(world, agent, project, day,
                                                f"{label}{arm}-{i}-{day}", tally)
@@ -212,7 +216,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False,
                 outcome = agent.end(world.task(project, day), operations, passed, when)
                 tally.outcome(outcome, project, day, operations)
             if arm == "memory" and (day % RECONCILE_EVERY == RECONCILE_EVERY - 1
-                                    or day == config.sessions - 1):
+                                    or day == last):
                 ledger.reconcile(key=f"{label}reconcile-{day}",
                                  now=START + timedelta(days=day + 1))
         figures: dict[str, Any] = tally.figures()
@@ -226,7 +230,6 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False,
             figures["lessons_global"] = sum(r.active and r.scope == "global"
                                             for r in ledger.view.lessons.values())
         elif isinstance(agent, LastErrorAgent):
-            last = config.sessions - 1
             blips = {(p, o.target, o.op) for p, ops in tally.blips for o in ops}
             still = [k for k in blips if agent.failed.get((k[0], k[1], _form(k[1], k[2])))
                      and not tally.structural(k[0], k[1], last, _form(k[1], k[2]))]

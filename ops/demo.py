@@ -1,106 +1,130 @@
-"""``lessonledger demo``: a scripted agent learns, stops repeating a mistake, and unlearns.
+"""``lessonledger demo``: a small trap world, worked with the ledger and without it.
 
-The agent is a few lines of Python, not a model. Before each task it asks the ledger
-for its project's lessons (plan time), orders the ways it knows of doing the task so that
-what a lesson says to avoid goes last and what it prefers goes first, tries them against
-a small fake repository until one works, and records the outcome. Nothing else tells the
-ledger anything: the lessons come from the ledger's own policies.
+The agent and the world are the trap-world benchmark's (:mod:`lessonledger.ops.trapworld`,
+:mod:`lessonledger.ops.trapworld_agents`), made small: three projects, a dozen sessions
+each, one a day. With memory on, the agent works in the ledger home the demo is given
+(its recalls, checks and outcomes are real events there); with memory off, in a
+throwaway home. Nothing tells the ledger anything but the agent's outcomes: every lesson
+comes from its own policies.
 
-The story: the obvious ``pytest tests/`` fails in this repository and running from the
-root works; later the repository changes and the opposite holds. The same sessions run
-with memory off for comparison. Idempotency keys come from the story, so running the
-demo again writes no outcome twice (only the new recalls are recorded).
+A second run in the same home carries on where the first stopped (the next days of the
+same world), starting with what the first learned.
 """
 
 from __future__ import annotations
 
-import hashlib
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from lessonledger.commands.ledger import Ledger, open_ledger
-from lessonledger.commands.messages import Operation
+from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
+from lessonledger.ops.bench_trapworld import run_arm
 from lessonledger.ops.config import open_log, sync_setting
+from lessonledger.ops.trapworld import World, WorldConfig
+from lessonledger.projections.lessons import LessonRow
 
-__all__ = ["run_demo"]
+__all__ = ["DEMO_WORLD", "run_demo"]
 
-_PROJECT = hashlib.sha256(b"git@example.invalid:demo/shop.git").hexdigest()[:32]
-_TARGET = "tests"
-_SUBDIR, _ROOT = "pytest:tests/", "pytest:root"
-_HABIT = (_SUBDIR, _ROOT)  # what an agent with no memory tries first
-_TASKS = ("fix the cart total", "add a discount rule", "rename the tax module",
-          "speed up checkout", "handle empty carts")
+#: Chosen among small seeds for a world with a shared trap, flips and a blip lesson.
+DEMO_WORLD = WorldConfig(seed=7, projects=3, targets=4, sessions=12, steps=2)
 
 
-def _works(op: str, flipped: bool) -> tuple[bool, str]:
-    if op == _SUBDIR:
-        return (True, "") if flipped else (False, "no conftest found")
-    return (False, "no tests ran") if flipped else (True, "")
-
-
-def _plan(ledger: Ledger | None, session: str) -> list[str]:
-    if ledger is None:
-        return list(_HABIT)
-    lessons = ledger.lessons(_PROJECT, session=session)
-    avoid = {r.avoid_op for r in lessons if r.target == _TARGET}
-    prefer = [r.prefer_op for r in lessons if r.target == _TARGET and r.prefer_op]
-    order = [*prefer, *(op for op in _HABIT if op not in prefer)]
-    return sorted(order, key=lambda op: op in avoid)
-
-
-def _session(ledger: Ledger | None, name: str, task: str, flipped: bool) -> int:
-    """Run one task; return how many failed attempts it took."""
-    operations = []
-    for order, op in enumerate(_plan(ledger, name)):
-        ok, error = _works(op, flipped)
-        operations.append(Operation(op=op, target=_TARGET, ok=ok, error=error, order=order))
-        if ok:
-            break
-    if ledger is not None:
-        ledger.observe_outcome(key=f"demo/{name}", session=name, project=_PROJECT, task=task,
-                               passed=True, operations=operations)
-    return sum(not o.ok for o in operations)
-
-
-def _story(ledger: Ledger | None) -> list[tuple[str, int]]:
-    sessions = [(f"s{i + 1}", task, i >= 3) for i, task in enumerate(_TASKS)]
-    return [(name, _session(ledger, name, task, flipped)) for name, task, flipped in sessions]
+def _known(home: Path, world: World) -> tuple[list[LessonRow], int]:
+    """The lessons the home already holds for the demo's projects, and the runs before."""
+    with open_ledger(home, sync=sync_setting()) as ledger:
+        rows = [r for p in world.projects for r in ledger.lessons(p, record=False)]
+        projects = set(world.projects)
+        outcomes = sum(o.project in projects for o in ledger.view.outcomes.values())
+    return rows, outcomes // (world.config.projects * world.config.sessions)
 
 
 def run_demo(home: Path) -> int:
-    """Run the story with memory on (in ``home``) and off, and tell what happened."""
+    """Run the small world with memory on (in ``home``) and off, and tell what happened."""
     with open_log(home, create=True):
         pass  # make (or find) the home, as `lessonledger init` does
-    with open_ledger(home, sync=sync_setting()) as ledger:
-        with_memory = _story(ledger)
-        lessons = ledger.lessons(_PROJECT, record=False)
-        retired = [r for r in ledger.view.lessons.values() if not r.active]
-        story = ledger.why(lessons[0].lesson_id) if lessons else None
-        report = verify(ledger.log)
-    without = _story(None)
+    world = World.generate(DEMO_WORLD)
+    known, runs = _known(home, world)
+    before = {r.lesson_id for r in known}
+    started = time.perf_counter()
+    # A later run carries on where the last one stopped: the next days, the same world.
+    label, first_day = f"demo{runs}-", runs * DEMO_WORLD.sessions
+    on = run_arm(world, "memory", home, sync=sync_setting(), label=label, first_day=first_day)
+    with tempfile.TemporaryDirectory(prefix="lessonledger-demo-") as scratch:
+        off = run_arm(world, "off", Path(scratch), label=label, first_day=first_day)
+    config = world.config
     print(f"ledger home: {home}\n")
-    print("Five tasks in one project; after the third the repository changes, so the")
-    print("way that worked stops working and the way that failed starts to work.\n")
-    print("  session  failed attempts: memory on | memory off")
-    for (name, on), (_, off) in zip(with_memory, without, strict=True):
-        print(f"  {name:<8} {on:>22} | {off}")
-    print(f"\n  repeated mistakes: {sum(with_memory[i][1] for i in (1, 2, 4))} with memory, "
-          f"{sum(without[i][1] for i in (1, 2, 4))} without "
-          "(after the first time each way was seen to fail)")
-    print("\nWhat the agent knows now:")
-    for row in lessons:
-        print(f"  [{row.status}, {row.confidence:.2f}] {row.text}")
-    for row in retired:
-        print(f"  (no longer shown: {row.text} — {row.status}, {row.reason})")
-    if story is not None:
-        short = str(story.lesson.lesson_id)[:18]
-        print(f"\nWhy the first lesson exists (`lessonledger why {short}`):")
-        for step in story.steps:
-            cited = f", outcome {str(step.outcome)[:18]}" if step.outcome else ""
-            print(f"  @{step.position:<4} {step.type:<22} by {step.actor:<7} -> "
-                  f"{step.confidence:.2f}{cited}")
-    print(f"\nverify: {report.checked} events, chain and bodies "
+    print(f"A small trap world: {config.projects} projects, {config.targets} kinds of target "
+          f"in each (tests, build, docs, ...),\n{config.sessions} sessions per project, one a "
+          "day. In some projects the obvious command fails (a trap)\nand another works; now "
+          "and then a command fails by bad luck (a timeout, a rate limit);\nhalf-way, some "
+          "traps turn over. The agent learns only from what it tries.")
+    if runs:
+        print(f"\nThis is run {runs + 1} in this home: it carries on {runs * config.sessions} "
+              f"days in, and memory on\nstarted with the {len(before)} lessons the earlier "
+              "runs left.")
+    _figures(on, off)
+    _learned(home, world, before)
+    print(f"\n({time.perf_counter() - started:.1f} s. The same world, bigger and repeated, "
+          "with a third agent that only remembers its last error: "
+          "`lessonledger bench trapworld`.)")
+    with open_log(home) as log:
+        report = verify(log)
+    print(f"verify: {report.checked} events, chain and bodies "
           f"{'intact' if report.ok else 'DAMAGED'}")
-    print("next: `lessonledger lessons list`, `lessonledger log --json`, `lessonledger recall "
-          f"--project {_PROJECT} 'run the tests'`")
+    print("next: `lessonledger lessons list`, `lessonledger log --json`, "
+          f"`lessonledger check --project {world.projects[0]} 'pytest tests/' tests`")
     return 0 if report.ok else 1
+
+
+def _figures(on: dict[str, Any], off: dict[str, Any]) -> None:
+    def again(figures: dict[str, Any]) -> str:
+        chances = figures["repeat_chances"]
+        return f"{figures['repeats']} of {chances}" if chances else "no chance"
+
+    rows = [
+        ("a trap hit again after it was seen to fail", again(on), again(off)),
+        ("attempts per task", f"{on['steps_per_task']:.1f}", f"{off['steps_per_task']:.1f}"),
+        ("first try worked", f"{on['first_attempt_success']:.0%}",
+         f"{off['first_attempt_success']:.0%}"),
+    ]
+    print(f"\n  {'':<44}{'memory on':>12}{'memory off':>12}")
+    for name, a, b in rows:
+        print(f"  {name:<44}{a:>12}{b:>12}")
+
+
+def _learned(home: Path, world: World, before: set[Any]) -> None:
+    with open_ledger(home, sync=sync_setting()) as ledger:
+        seen: set[Any] = set()
+        print("\nWhat the agent knows now (what recall hands it, strongest first):")
+        for n, project in enumerate(world.projects, 1):
+            rows = [r for r in ledger.lessons(project, record=False) if r.lesson_id not in seen]
+            seen.update(r.lesson_id for r in rows)
+            print(f"  project {n} ({project[:8]}...):" if rows else
+                  f"  project {n}: nothing new beyond the lessons above")
+            for row in rows:
+                scope = "global, " if row.scope == "global" else ""
+                new = "" if row.lesson_id in before else " (new)"
+                print(f"    [{scope}{row.status}, {row.confidence:.2f}] {row.text}{new}")
+        gone = [r for r in ledger.view.lessons.values() if not r.active
+                and r.scope in {*world.projects, "global"} and r.reason in (
+                    "replaced", "refuted") and r.lesson_id not in before]
+        flipped = [r for r in gone if r.superseded_by
+                   and ledger.view.lessons[r.superseded_by].avoid_op == r.prefer_op]
+        for row in flipped[:2]:
+            print(f"  no longer shown (the world changed): {row.text}")
+        blips = [r for r in gone if r.reason == "refuted"]
+        for row in blips[:1]:
+            print(f"  no longer shown (a blip, not a trap): {row.text}")
+        strongest = max(seen, key=lambda i: ledger.view.lessons[i].confidence, default=None)
+        if strongest is None:
+            return
+        story = ledger.why(strongest)
+        print(f"\nWhy the strongest lesson exists (`lessonledger why {strongest}`):")
+        for step in story.steps[:8]:
+            cited = f", outcome {str(step.outcome)[:13]}..." if step.outcome else ""
+            print(f"  @{step.position:<5} {step.type:<22} by {step.actor:<7} -> "
+                  f"{step.confidence:.2f}{cited}")
+        if len(story.steps) > 8:
+            print(f"  ... and {len(story.steps) - 8} more")
