@@ -100,6 +100,30 @@ def test_refused_events_write_nothing(log: EventLog) -> None:
     assert log.head() == 0
 
 
+def test_a_writing_block_reads_its_own_appends_and_commits_all_or_nothing(
+        log: EventLog) -> None:
+    log.append([ev(uuid4())])
+    with log.writing() as writing:
+        assert writing.append([ev(uuid4()), ev(uuid4())]) == [2, 3]
+        assert [r.envelope.position for r in writing.scan(2)] == [2, 3]
+        assert writing.read(3, limit=1)[0].envelope.position == 3
+        eid = uuid4().bytes
+        writing.append([ev(uuid4(), eid=eid)])
+        assert writing.position_of(eid) == 4
+        assert log.position_of(eid) is None, "visible before the block commits"
+        assert writing.appended == 3
+    assert log.head() == 4
+    with pytest.raises(StreamConflictError), log.writing() as writing:
+        stream = uuid4()
+        writing.append([ev(stream, 0)])
+        writing.append([ev(stream, 0)])
+    with pytest.raises(KeyboardInterrupt), log.writing() as writing:
+        writing.append([ev(uuid4())])
+        raise KeyboardInterrupt
+    assert log.head() == 4, "a block that raised left nothing behind"
+    assert verify(log).ok
+
+
 def test_read_filters_limits_and_stops(log: EventLog) -> None:
     log.append([ev(uuid4(), type="a" if i % 2 else "b") for i in range(10)])
     assert [r.envelope.position for r in log.read(3, limit=3)] == [3, 4, 5]
