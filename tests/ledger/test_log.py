@@ -113,13 +113,20 @@ def test_a_writing_block_reads_its_own_appends_and_commits_all_or_nothing(
         assert log.position_of(eid) is None, "visible before the block commits"
         assert writing.appended == 3
     assert log.head() == 4
-    with pytest.raises(StreamConflictError), log.writing() as writing:
-        stream = uuid4()
-        writing.append([ev(stream, 0)])
-        writing.append([ev(stream, 0)])
-    with pytest.raises(KeyboardInterrupt), log.writing() as writing:
-        writing.append([ev(uuid4())])
-        raise KeyboardInterrupt
+
+    def conflicting() -> None:
+        with log.writing() as writing:
+            stream = uuid4()
+            writing.append([ev(stream, 0)])
+            writing.append([ev(stream, 0)])
+
+    def interrupted() -> None:
+        with log.writing() as writing:
+            writing.append([ev(uuid4())])
+            raise KeyboardInterrupt
+
+    pytest.raises(StreamConflictError, conflicting)
+    pytest.raises(KeyboardInterrupt, interrupted)
     assert log.head() == 4, "a block that raised left nothing behind"
     assert verify(log).ok
 
