@@ -125,8 +125,10 @@ def test_a_writing_block_reads_its_own_appends_and_commits_all_or_nothing(
             writing.append([ev(uuid4())])
             raise KeyboardInterrupt
 
-    pytest.raises(StreamConflictError, conflicting)
-    pytest.raises(KeyboardInterrupt, interrupted)
+    with pytest.raises(StreamConflictError):
+        conflicting()
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
     assert log.head() == 4, "a block that raised left nothing behind"
     assert verify(log).ok
 
