@@ -10,15 +10,20 @@ simulation (the same seeds give the same run), not a timing.
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lessonledger.commands import open_ledger
+from lessonledger.ledger.verify import verify
 from lessonledger.ops.bench_trapworld import METRICS, START, Tally, run, run_arm, work_task
 from lessonledger.ops.cli import main
 from lessonledger.ops.trapworld import FORMS, TRANSIENT_ERRORS, Truth, World, WorldConfig
 from lessonledger.ops.trapworld_agents import Advice, Agent, MemoryAgent, Tried
+from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.rules import looks_transient
 
 PROJECT_A = "a" * 32
@@ -187,3 +192,26 @@ def test_cli_refuses_bad_options_with_exit_code_2(
         main(["bench", "trapworld", *args])
     assert exit_.value.code == 2
     assert "--help" in capsys.readouterr().err
+
+
+# -- the homes it leaves ----------------------------------------------------------------------
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), projects=st.integers(2, 4),
+       noise=st.sampled_from([0.0, 0.1, 0.3]), flip_rate=st.sampled_from([0.0, 0.5, 1.0]))
+def test_a_trap_world_home_rebuilds_to_the_view_kept_while_it_ran(
+        seed: int, projects: int, noise: float, flip_rate: float) -> None:
+    """Every rule the policies apply (blips, refutations, flips, promotion, demotion,
+    reconcile) leaves a log that folds from position 0 to the view kept incrementally."""
+    config = WorldConfig(seed=seed, projects=projects, targets=4, sessions=10, steps=2,
+                         noise=noise, flip_rate=flip_rate)
+    with tempfile.TemporaryDirectory() as home:
+        run_arm(World.generate(config), "memory", Path(home))
+        with open_ledger(home, sync=False) as ledger:
+            kept = ledger.view.dump()
+            rebuilt = LessonView()
+            for record in ledger.log.scan():
+                rebuilt.apply(record)
+            assert rebuilt.dump() == kept
+            assert verify(ledger.log).ok
