@@ -20,6 +20,7 @@ and compaction remove bodies only), so it can never be handed out twice.
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -63,8 +64,11 @@ _ENVELOPE, _BODY = b"\x00", b"\x01"
 _new_record = tuple.__new__
 
 
+_pack_position = struct.Struct(">Q").pack
+
+
 def _key(position: int, kind: bytes) -> bytes:
-    return position.to_bytes(8, "big") + kind
+    return _pack_position(position) + kind
 
 
 class NewEvent(msgspec.Struct, frozen=True, gc=False):
@@ -205,58 +209,79 @@ class EventLog:
         if writing.appended:
             self.home.notify(self.name)
 
-    def _tail(self, txn: lmdb.Transaction) -> tuple[int, bytes]:
-        """Return the next position and the chain link before it."""
+    def _tail(self, txn: lmdb.Transaction) -> tuple[int, bytes, lmdb.Cursor]:
+        """Return the next position, the chain link before it, and a cursor on the tree."""
         cursor = txn.cursor(db=self._log)
         if not cursor.last():
-            return 1, GENESIS
-        last = int.from_bytes(cast(bytes, cursor.key())[:8], "big")
-        envelope = cast(bytes | None, txn.get(_key(last, _ENVELOPE), db=self._log))
-        if envelope is None:  # a body without its envelope: the tail is damaged
-            raise LedgerCorruptError(last)
-        return last + 1, envelope[-LINK_BYTES:]
+            return 1, GENESIS, cursor
+        key = cast(bytes, cursor.key())
+        last = int.from_bytes(key[:8], "big")
+        # The last entry is the last body, or the last envelope when that body is erased.
+        if key[8] and (not cursor.prev() or cursor.key() != _key(last, _ENVELOPE)):
+            raise LedgerCorruptError(last)  # a body without its envelope: the tail is damaged
+        return last + 1, cast(bytes, cursor.value())[-LINK_BYTES:], cursor
 
     def _append(
         self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
     ) -> list[Position]:
-        put, ids, streams = txn.put, self._ids, self._streams
-        put_log = txn.cursor(db=self._log).put  # append-only: a cursor stays at the end
-        position, previous = self._tail(txn)
+        # The hot path of every write: names are bound once, keys packed without
+        # intermediate objects, and the log's entries go to LMDB in one call at the end.
+        position, previous, log = self._tail(txn)
+        put_id = txn.cursor(db=self._ids).put
+        put_stream = txn.cursor(db=self._streams).put
         now = time.time_ns()
-        positions: list[Position] = []
+        positions: list[int] = []
+        entries: list[tuple[bytes, bytes]] = []
         last_stream: StreamId | None = None
         stream = b""
         for i, event in enumerate(events):
-            pkey = position.to_bytes(8, "big")
+            pkey = _pack_position(position)
             event_id = event.event_id
-            # One tree walk for a new id: the no-overwrite put itself reports a repeat.
-            if event_id and not put(event_id, pkey, db=ids, overwrite=False):
-                seen = cast(bytes, txn.get(event_id, db=ids))
-                positions.append(self._repeat(txn, event, int.from_bytes(seen, "big")))
+            # One tree walk for a new id: the no-overwrite put itself reports a repeat
+            # (positional flags: dupdata=True, overwrite=False).
+            if event_id and not put_id(event_id, pkey, True, False):
+                seen = cast(bytes, txn.get(event_id, db=self._ids))
+                positions.append(
+                    self._repeat(txn, event, int.from_bytes(seen, "big"), entries))
                 continue
-            if event.stream != last_stream:  # a save's events share one stream
+            # A save's events share one stream object; an equal but distinct object
+            # only costs recomputing the same key.
+            if event.stream is not last_stream:
                 last_stream, stream = event.stream, stream_key(event.stream)
-            if not put(stream + (event.version + _OFFSET).to_bytes(8, "big"), pkey,
-                       db=streams, overwrite=False):
+            if not put_stream(stream + _pack_position(event.version + _OFFSET), pkey, True, False):
                 raise StreamConflictError(event.stream, event.version)
             body = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES] + event.payload
-            envelope = encode_envelope(Envelope(
+            # The Envelope's stored form (an array_like Struct is a msgpack array), encoded
+            # from a tuple so no Struct is built per event.
+            envelope = encode_envelope((
                 position, event_id, stream, event.version, event.type, now,
                 event.occurred_at or now, event.actor, event.principal, event.session,
                 event.scope, event.schema, sha256(body).digest(),
             ))
             previous = sha256(previous + envelope).digest()
-            # append=True refuses a key that is not past the last one; never acknowledge it.
-            if not (put_log(pkey + _ENVELOPE, envelope + previous, append=True)
-                    and put_log(pkey + _BODY, body, append=True)):
-                raise LedgerCorruptError(position)
-            positions.append(Position(position))
+            entries.append((pkey + _ENVELOPE, envelope + previous))
+            entries.append((pkey + _BODY, body))
+            positions.append(position)
             position += 1
-        return positions
+        # append=True refuses a key that is not past the last one; never acknowledge it.
+        if entries and log.putmulti(entries, append=True)[1] != len(entries):
+            raise LedgerCorruptError(int.from_bytes(entries[0][0][:8], "big"))
+        return cast(list[Position], positions)
 
-    def _repeat(self, txn: lmdb.Transaction, event: NewEvent, position: int) -> Position:
-        """Return the original position of a repeated event, or refuse a reused id."""
-        stored = cast(bytes, txn.get(_key(position, _ENVELOPE), db=self._log))
+    def _repeat(
+        self, txn: lmdb.Transaction, event: NewEvent, position: int,
+        pending: list[tuple[bytes, bytes]],
+    ) -> Position:
+        """Return the original position of a repeated event, or refuse a reused id.
+
+        The original may be earlier in this very batch, among the ``pending`` entries
+        not yet put.
+        """
+        first = int.from_bytes(pending[0][0][:8], "big") if pending else position + 1
+        if position >= first:
+            stored = pending[2 * (position - first)][1]
+        else:
+            stored = cast(bytes, txn.get(_key(position, _ENVELOPE), db=self._log))
         original = decode_envelope(stored[:-LINK_BYTES])
         if (original.stream_id, original.version, original.type) != (
             event.stream, event.version, event.type

@@ -25,6 +25,7 @@ from lessonledger.ledger import (
     NewEvent,
     StreamConflictError,
 )
+from lessonledger.ledger.envelope import decode_envelope, encode_envelope
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.verify import verify
 
@@ -285,3 +286,14 @@ def test_append_refuses_a_damaged_tail(log: EventLog) -> None:
         log.append([ev("other", 0, eid=b"n" * 16, payload=b"new")])
     assert caught.value.position == 6
     assert log.position_of(b"n" * 16) is None
+
+
+def test_stored_envelopes_are_the_canonical_envelope_encoding(log: EventLog) -> None:
+    eid = uuid4().bytes
+    log.append([ev("s", 0, eid=eid), ev("s", 1), ev("s", 0, eid=eid)])  # one repeat
+    stored = [(position, envelope) for position, envelope, _, _ in log.raw()]
+    assert [p for p, _ in stored] == [1, 2]
+    for position, envelope in stored:
+        decoded = decode_envelope(envelope)
+        assert decoded.position == position
+        assert encode_envelope(decoded) == envelope
