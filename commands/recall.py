@@ -1,9 +1,11 @@
 """Recall and check: what an agent is shown, recorded as ``LessonRecalled``.
 
-Both are queries with one write: what was put in front of the agent is appended as a
-``LessonRecalled`` event, which moves the usage clock (never the evidence clock) and
-makes those lessons *in play* for the session's outcome. The ranking itself is pure and
-lives in :mod:`lessonledger.projections.recall`.
+Both are queries with one write: what was put in front of the agent is recorded as a
+``LessonRecalled`` event (:func:`recalled`), which moves the usage clock (never the
+evidence clock) and makes those lessons *in play* for the session's outcome. The ledger
+queues that record for the next commit rather than waiting for one of its own (see
+:mod:`lessonledger.commands.deferred`). The ranking itself is pure and lives in
+:mod:`lessonledger.projections.recall`.
 
 The vector index is kept here as a projection of the lesson view: it holds exactly the
 active lessons, is saved with the position it reflects, reopened memory-mapped, and
@@ -25,14 +27,14 @@ import msgspec
 import numpy as np
 from lessonledger.ledger.events import LessonProposed, LessonRecalled, decode_event
 from lessonledger.ledger.ids import new_event_id
-from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder, default_embedder
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import Recall, one_line, overruled, rank, render
 from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
 
-__all__ = ["Check", "Recaller"]
+__all__ = ["Check", "Recaller", "recalled"]
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -138,15 +140,6 @@ class Recaller:
         ranked = rank(rows, query, similarities, now or time.time_ns())
         return render({r.lesson_id: r for r in rows}, ranked, project, query)
 
-    def record(self, lesson_ids: list[UUID], project: str, query: str, session: str,
-               actor: str) -> None:
-        """Note that these lessons were put in front of an agent."""
-        if lesson_ids:
-            eid = new_event_id()
-            self._log.append([new_event(
-                LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
-                stream=eid, version=0, event_id=eid, actor=actor, session=session)])
-
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
         rows = [r for r in view.active_for(project) if r.target == target]
@@ -172,6 +165,20 @@ class Recaller:
                      failure.error if failure else "", " ".join(parts),
                      [r.lesson_id for r in opposing[:2] + supporting[:2] + beaten[:1]],
                      [r.lesson_id for r in beaten])
+
+
+def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
+             actor: str) -> NewEvent:
+    """The record that these lessons were put in front of an agent, stamped now.
+
+    ``occurred_at`` is the moment they were shown, whenever the record is committed: it
+    is what the usage clock moves to.
+    """
+    eid = new_event_id()
+    return new_event(
+        LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
+        stream=eid, version=0, event_id=eid, actor=actor, session=session,
+        occurred_at=time.time_ns())
 
 
 def _brief(row: LessonRow) -> str:
