@@ -16,6 +16,7 @@ reopen, so two closing processes never write one generation's files at once.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import time
 from collections.abc import Iterable, Iterator
@@ -31,10 +32,20 @@ from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder, default_embedder
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
-from lessonledger.projections.recall import Recall, one_line, overruled, rank, render
+from lessonledger.projections.recall import (
+    Candidates,
+    Recall,
+    one_line,
+    overruled,
+    rank,
+    render,
+)
 from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
 
 __all__ = ["Check", "Recaller", "recalled"]
+
+#: Projects whose candidates are kept between queries (a few tens of kB each).
+_MAX_CACHED = 1024
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -62,6 +73,9 @@ class Recaller:
                  embedder: Embedder | None = None) -> None:
         self.embedder = embedder or default_embedder()
         self._dir, self._log, self._view = directory, log, view
+        # By project: the view generations they were gathered at, and the candidates.
+        self._candidates: collections.OrderedDict[
+            str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
         with _locked(directory, exclusive=False):
             opened = VectorIndex.open(directory, self.embedder)
         if opened is None or opened[1] > view.position:
@@ -126,19 +140,35 @@ class Recaller:
         at the index's precision and scored by the same code, so an answer as of the
         head equals the live one, figure for figure.
         """
-        rows = view.active_for(project)
+        candidates = (self.candidates(project) if view is self._view
+                      else Candidates(view.active_for(project)))
         similarities = None
-        if rows and query.strip():
+        if len(candidates) and query.strip():
             vector = self.embedder.embed([query])[0]
-            ids = [r.lesson_id for r in rows]
             index = self.index
             if exact:
                 index = VectorIndex(self.embedder.name, self.embedder.dim,
                                     dtype=self.index.dtype)
-                index.upsert_many(ids, self._vectors(self._items(rows)))
-            similarities = index.similarities(vector, ids)
-        ranked = rank(rows, query, similarities, now or time.time_ns())
-        return render({r.lesson_id: r for r in rows}, ranked, project, query)
+                index.upsert_many(candidates.ids,
+                                  self._vectors(self._items(candidates.rows)))
+            similarities = index.similarities(vector, candidates.ids)
+        order, ranked = rank(candidates, query, similarities, now or time.time_ns())
+        return render(candidates, order, ranked, project, query)
+
+    def candidates(self, project: str) -> Candidates:
+        """The project's candidates in the live view, gathered again only once changed."""
+        view = self._view
+        stamp = (view.generation(project), view.generation("global"))
+        cached = self._candidates.get(project)
+        if cached is not None and cached[0] == stamp:
+            self._candidates.move_to_end(project)
+            return cached[1]
+        candidates = Candidates(view.active_for(project))
+        self._candidates[project] = (stamp, candidates)
+        self._candidates.move_to_end(project)
+        if len(self._candidates) > _MAX_CACHED:
+            self._candidates.popitem(last=False)
+        return candidates
 
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""

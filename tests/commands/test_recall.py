@@ -446,6 +446,36 @@ def test_what_recall_and_check_show_is_in_play_for_the_sessions_outcome(
     assert led.log.head() == head
 
 
+def test_live_recall_follows_changes_that_touch_many_lessons_at_once(
+        agent: RecallAgent) -> None:
+    # The recaller keeps each project's candidates between queries; an environment change
+    # and a reconcile pass change many rows without naming them, and must still show.
+    led = agent.ledger
+    bound = agent.learn(P1, "s1", fingerprint={"pytest": "7"})
+    agent.trusted(P1, bound, ["s2", "s3"], when=day(1))
+    other = agent.learn(P2, "s1", target="docs")
+    queries = ("pytest root", "docs")
+
+    def same_as_a_replay() -> list[Recall]:
+        live = [led.recall(p, q, record=False) for p in (P1, P2) for q in queries]
+        head = led.log.head()
+        for got, (p, q) in zip(live, [(p, q) for p in (P1, P2) for q in queries],
+                               strict=True):
+            assert_same_recall(led.recall(p, q, as_of=head), got)
+        return live
+
+    before = same_as_a_replay()
+    assert before[0].lessons[0].label == "belief"
+    led.declare_environment_change(key=agent.key(), scope=P1, component="pytest", new="8",
+                                   occurred_at=day(2))
+    assert same_as_a_replay()[0].lessons[0].label == "trial"
+    for n in (3, 4):  # the first pass spares what is new in its epoch
+        led.reconcile(key=agent.key(), now=day(n))
+    after = same_as_a_replay()
+    assert after[2].lessons[0].lesson_id == other
+    assert after[2].lessons[0].confidence < before[2].lessons[0].confidence
+
+
 # -- when a record is committed --------------------------------------------------------------
 
 
