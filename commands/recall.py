@@ -151,7 +151,7 @@ class Recaller:
                                     dtype=self.index.dtype)
                 index.upsert_many(candidates.ids,
                                   self._vectors(self._items(candidates.rows)))
-            similarities = index.similarities(vector, candidates.ids)
+            similarities = candidates.similarities(index, vector)
         order, ranked = rank(candidates, query, similarities, now or time.time_ns())
         return render(candidates, order, ranked, project, query)
 

@@ -38,6 +38,7 @@ import bm25s
 import msgspec
 import numpy as np
 from lessonledger.projections.lessons import LessonRow
+from lessonledger.projections.vector_index import VectorIndex
 
 __all__ = [
     "MAX_LESSONS",
@@ -60,8 +61,11 @@ _WEIGHTS = (0.6, 0.3, 0.1)
 _DAY_NS = 86_400 * 10**9
 
 
-class Ranked(msgspec.Struct, frozen=True):
+class Ranked(msgspec.Struct, frozen=True, gc=False):
     """One candidate's place and the figures behind it."""
+
+    # gc=False: it holds only ids, numbers and strings, so it can be in no cycle; a query
+    # makes one per candidate, and tracked they set off a collection on nearly every call.
 
     lesson_id: UUID
     score: float
@@ -120,9 +124,16 @@ class Candidates:
         self.overruled = {i for i, row in enumerate(self.rows) if row.lesson_id in over}
         #: For each place with any, the places of the lessons that disagree with it.
         self.rivals = _rivals(self.rows)
+        self._keys: tuple[VectorIndex, int, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def similarities(self, index: VectorIndex, vector: np.ndarray) -> np.ndarray:
+        """Each candidate's cosine similarity to the query's vector, from ``index``."""
+        if self._keys is None or self._keys[0] is not index or self._keys[1] != index.revision:
+            self._keys = (index, index.revision, index.keys_of(self.ids))
+        return index.similarities(vector, self.ids, keys=self._keys[2])
 
     def bm25_scores(self, terms: list[str]) -> np.ndarray:
         """Each candidate's BM25 score for the query terms, within its own scope's corpus."""
