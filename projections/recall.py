@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 from uuid import UUID
 
@@ -309,7 +309,11 @@ def render(candidates: Candidates, order: list[int], ranked: list[Ranked], proje
     keeps one side of a disagreement.
     """
     rows = candidates.rows
-    groups = _groups(candidates, order, ranked)
+    grouped = _groups(candidates, order, ranked)
+    # With no disagreement among the candidates every lesson is a group of its own, and
+    # the ranking is already the order shown: only the groups the caps look at are made.
+    groups: Iterable[list[tuple[int, Ranked]]] = grouped if grouped is not None else (
+        [pair] for pair in zip(order, ranked, strict=True))
     shown: list[Ranked] = []
     section = "Lessons:"
     for group in groups:
@@ -324,20 +328,21 @@ def render(candidates: Candidates, order: list[int], ranked: list[Ranked], proje
         section = longer
         if len(shown) == MAX_LESSONS:
             break
-    everything = [g for group in groups for _, g in group]
+    everything = ranked if grouped is None else [g for group in grouped for _, g in group]
     if not shown:
         return Recall(project, query, [], everything, "", 0)
     return Recall(project, query, shown, everything, section, count_tokens(section))
 
 
 def _groups(candidates: Candidates, order: list[int],
-            ranked: list[Ranked]) -> list[list[tuple[int, Ranked]]]:
+            ranked: list[Ranked]) -> list[list[tuple[int, Ranked]]] | None:
     """The ranking as groups: each belief (in rank order), then what contradicts it.
 
-    Items are paired with their place among the candidates.
+    Items are paired with their place among the candidates. None when no candidate
+    disagrees with another: then each is a group of one, in rank order.
     """
     if not candidates.rivals and not candidates.overruled:
-        return [[pair] for pair in zip(order, ranked, strict=True)]
+        return None
     at = dict(zip(order, range(len(order)), strict=True))  # place -> rank
     over = candidates.overruled
     # Overruled lessons come last, so the project's own lesson leads its group.
