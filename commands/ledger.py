@@ -106,7 +106,8 @@ class Ledger:
         self._saved_at = self.view.position
         self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
                                  embedder)
-        self.catch_up()
+        # Not catch_up(): after a failed command, the records it carried wait their turn.
+        self._refresh()
 
     # -- the fold and the policies ---------------------------------------------------
 
