@@ -273,9 +273,10 @@ class Ledger:
         of this session's outcome. A person browsing passes ``record=False``. The rows
         are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
         change as the ledger moves on, and changing them does not change the ledger.
+        Their usage clocks count every earlier recall, not this listing's own.
         """
         with self._lock:
-            self._refresh()
+            self.catch_up()  # the rows carry usage clocks: earlier records commit first
             rows = self.view.active_for(project)
             if record and rows:
                 self._records.add(recalled([r.lesson_id for r in rows][:1000], project, "",

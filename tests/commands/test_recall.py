@@ -522,8 +522,10 @@ def test_queued_records_commit_on_flush_close_and_a_refused_command(tmp_path: Pa
     assert [r.envelope.type for r in led.log.read(head + 1)] == ["lesson.recalled"]
 
     head = led.log.head()
+    started = time.time_ns()
     led.recall(P1, "pytest", session="s3")
-    led.lessons(P1, session="s4")
+    (row,) = led.lessons(P1, session="s4")
+    assert row.last_used_at >= started, "a listing's usage clocks count earlier recalls"
     led.close()
     with open_ledger(tmp_path / "home", sync=False) as reopened:
         assert [s for _, s, _ in recalled_events(reopened, head + 1)] == ["s3", "s4"]
