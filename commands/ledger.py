@@ -182,7 +182,7 @@ class Ledger:
         everything it set off, so concurrent agents end where a serial run would.
 
         Raises:
-            CommandError: the command is refused; nothing was written.
+            CommandError: the command is refused; nothing of its own was written.
             StreamConflictError: another writer changed the lesson meanwhile.
         """
         parent = command_id(command.key)
