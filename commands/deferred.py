@@ -11,14 +11,16 @@ committed by whichever comes first:
   session's outcome exactly as if the record had been committed on its own;
 - a background flush at most ``delay`` seconds after it was queued, so a recall with no
   later command still lands (every record queued in that window shares one commit);
-- :meth:`DeferredRecords.flush`: every query that reads usage (a lesson's clocks, its
-  history, why it was recalled) and :meth:`Ledger.close` call it first.
+- :meth:`DeferredRecords.flush`: every query that reads usage (a lesson and its clocks,
+  the listing of lessons, a history, why a lesson was recalled) and ``Ledger.close``
+  call it first.
 
-The trade-off, stated plainly: a crash (kill -9, power loss) within that window can lose
-recall records, never a command, and records are never written twice (each carries its
-own event id). Another process sees a recall only once it is committed, so an outcome
-another process reports for the same session within the window may not count it as in
-play; one session lives in one process in the usual setup.
+The trade-off, stated plainly: a crash (kill -9, power loss) or an exit without
+``close()`` within that window can lose recall records, never a command; records are
+never written twice (each carries its own event id, and the log ignores a repeat).
+Another process sees a recall only once it is committed, so an outcome another process
+reports for the same session within the window may not count it as in play; one session
+lives in one process in the usual setup.
 """
 
 from __future__ import annotations
