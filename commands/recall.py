@@ -67,7 +67,7 @@ class Check(msgspec.Struct, frozen=True):
 
 
 class Recaller:
-    """Ranks, records and keeps the vector index in step with the lesson view."""
+    """Ranks candidates, and keeps them and the vector index in step with the lesson view."""
 
     def __init__(self, directory: Path, log: EventLog, view: LessonView,
                  embedder: Embedder | None = None) -> None:
