@@ -15,6 +15,11 @@ the policies decide, before any other process can append. So the log always read
 commands run one at a time, each followed by all it set off, however many agents write at
 once. A command retried with the same ``key`` writes nothing and returns the original
 receipt.
+
+What recall, check and lessons show is recorded without waiting for a commit of its own:
+the record rides in the next command's transaction, or a background flush commits it
+within 50 ms (:mod:`lessonledger.commands.deferred` states the durability trade-off).
+Every query that reads usage flushes first, so this process always reads its own recalls.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from uuid import UUID
 import msgspec
 import msgspec.inspect as mi
 from lessonledger.commands.audit import Why, explain
-from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
+from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
+from lessonledger.commands.errors import CommandError, InvalidCommandError, UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -46,7 +52,7 @@ from lessonledger.commands.messages import (
     RetireLesson,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
-from lessonledger.commands.recall import Check, Recaller
+from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -79,12 +85,16 @@ class Ledger:
         home: the home directory (created if missing).
         sync: fsync every commit (default); False survives a process crash only.
         rules: the lesson rules' figures; the defaults of DESIGN §4 when omitted.
+        record_delay: seconds within which a recall's record is committed when no
+            command carries it sooner (see :mod:`lessonledger.commands.deferred`).
     """
 
     def __init__(self, home: str | os.PathLike[str], *, sync: bool = True,
-                 rules: Rules | None = None, embedder: Embedder | None = None) -> None:
+                 rules: Rules | None = None, embedder: Embedder | None = None,
+                 record_delay: float = DEFAULT_DELAY) -> None:
         self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
         self.log = EventLog(self._lmdb, LOG_NAME)
+        self._records = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
         self._open_views(rules, embedder)
@@ -96,22 +106,33 @@ class Ledger:
         self._saved_at = self.view.position
         self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
                                  embedder)
-        self.catch_up()
+        # Not catch_up(): after a failed command, the records it carried wait their turn.
+        self._refresh()
 
     # -- the fold and the policies ---------------------------------------------------
 
     def catch_up(self) -> int:
-        """Fold every new event, running the policies after each trigger; return the head.
+        """Commit queued recall records, fold every new event; return the head.
 
-        What the policies append is folded (and reacted to) before this returns, so a
-        command or a query never sees a view without the consequences already decided.
-        Commands run their policies in their own transaction (:meth:`execute`), so here
-        the policies only act on events some other writer appended without them.
+        The policies run after each trigger, and what they append is folded (and reacted
+        to) before this returns, so a command or a query never sees a view without the
+        consequences already decided. Commands run their policies in their own
+        transaction (:meth:`execute`), so here the policies only act on events some other
+        writer appended without them.
         """
         with self._lock:
-            self._fold(self.log, self.log.append)
-            self._settle()
-            return self.view.position
+            self._records.flush()
+            return self._refresh()
+
+    def flush(self) -> None:
+        """Commit the recall records still queued, now (a query that reads usage does)."""
+        self.catch_up()
+
+    def _refresh(self) -> int:
+        """Fold what others appended, leaving this process's queued records queued."""
+        self._fold(self.log, self.log.append)
+        self._settle()
+        return self.view.position
 
     def _fold(self, log: EventLog | Writing,
               append: Callable[[list[NewEvent]], object]) -> None:
@@ -161,36 +182,50 @@ class Ledger:
         everything it set off, so concurrent agents end where a serial run would.
 
         Raises:
-            CommandError: the command is refused; nothing was written.
+            CommandError: the command is refused; nothing of its own was written.
             StreamConflictError: another writer changed the lesson meanwhile.
         """
         parent = command_id(command.key)
         with self._lock:
             writing: Writing | None = None
             try:
-                with self.log.writing() as writing:
+                # Queued recall records go first and are folded before deciding: what was
+                # recalled in a session is in play for that session's outcome.
+                with self._records.writing() as writing:
                     self._fold(writing, writing.append)
-                    receipt = self._receipt(parent, writing)
-                    if receipt is None:
-                        decided = decide(command, self.view)
-                        ids = [derived_id(parent, str(i)) for i in range(len(decided))]
-                        at = occurred_ns(command.occurred_at)
-                        positions = writing.append([
-                            new_event(d.event, stream=d.stream or eid, version=d.version,
-                                      event_id=eid, actor=command.actor,
-                                      principal=command.principal, session=command.session,
-                                      occurred_at=at)
-                            for eid, d in zip(ids, decided, strict=True)
-                        ])
-                        self._fold(writing, writing.append)
-                        receipt = Receipt([int(p) for p in positions], _minted(decided))
+                    outcome = self._receipt(parent, writing) or self._decide(
+                        command, parent, writing)
             except BaseException:
                 if writing is not None and writing.appended:
                     # The view folded events that were never committed: open it afresh.
                     self._open_views(self.view.rules, self.recaller.embedder)
                 raise
             self._settle()
-            return receipt
+            if isinstance(outcome, CommandError):
+                raise outcome
+            return outcome
+
+    def _decide(self, command: AnyCommand, parent: UUID,
+                writing: Writing) -> Receipt | CommandError:
+        """Decide, append and fold one command in ``writing``; a refusal is returned.
+
+        A refusal appends nothing of the command's, and the transaction still commits
+        what came before it (the queued recall records and what they were folded with).
+        """
+        try:
+            decided = decide(command, self.view)
+        except CommandError as e:
+            return e
+        ids = [derived_id(parent, str(i)) for i in range(len(decided))]
+        at = occurred_ns(command.occurred_at)
+        positions = writing.append([
+            new_event(d.event, stream=d.stream or eid, version=d.version, event_id=eid,
+                      actor=command.actor, principal=command.principal,
+                      session=command.session, occurred_at=at)
+            for eid, d in zip(ids, decided, strict=True)
+        ])
+        self._fold(writing, writing.append)
+        return Receipt([int(p) for p in positions], _minted(decided))
 
     def _receipt(self, parent: UUID, log: Writing) -> Receipt | None:
         """The receipt of a command already in the log, else None."""
@@ -238,14 +273,14 @@ class Ledger:
         of this session's outcome. A person browsing passes ``record=False``. The rows
         are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
         change as the ledger moves on, and changing them does not change the ledger.
+        Their usage clocks count every earlier recall, not this listing's own.
         """
         with self._lock:
-            self.catch_up()
+            self.catch_up()  # the rows carry usage clocks: earlier records commit first
             rows = self.view.active_for(project)
             if record and rows:
-                self.recaller.record([r.lesson_id for r in rows][:1000], project, "", session,
-                                     actor)
-                self.catch_up()
+                self._records.add(recalled([r.lesson_id for r in rows][:1000], project, "",
+                                           session, actor))
             return _snapshot(rows)
 
     def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
@@ -259,28 +294,26 @@ class Ledger:
         exactly from the texts.
         """
         with self._lock:
-            self.catch_up()
+            self._refresh()
             if as_of is not None:
                 return self.recaller.rank(self.view_at(as_of), project, query,
                                           now=self.time_at(as_of), exact=True)
             result = self.recaller.rank(self.view, project, query)
             if record and result.lessons:
-                self.recaller.record([r.lesson_id for r in result.lessons], project, query,
-                                     session, actor)
-                self.catch_up()
+                self._records.add(recalled([r.lesson_id for r in result.lessons], project,
+                                           query, session, actor))
             return result
 
     def check(self, project: str, operation: str, target: str, *, session: str = "",
               record: bool = True, actor: str = "agent", as_of: int | None = None) -> Check:
         """What is on file for an operation on a target: one line to show before acting."""
         with self._lock:
-            self.catch_up()
+            self._refresh()
             view = self.view if as_of is None else self.view_at(as_of)
             result = self.recaller.check(view, project, operation, target)
             if record and as_of is None and result.shown:
-                self.recaller.record(result.shown, project, f"check {operation} {target}",
-                                     session, actor)
-                self.catch_up()
+                self._records.add(recalled(result.shown, project,
+                                           f"check {operation} {target}", session, actor))
             return result
 
     def why(self, lesson_id: UUID, *, project: str | None = None, query: str | None = None,
@@ -345,8 +378,10 @@ class Ledger:
     # -- lifetime --------------------------------------------------------------------
 
     def close(self) -> None:
-        """Save the view and the vector index, and release the home."""
+        """Commit queued recall records, save the view and the index, release the home."""
         with self._lock:
+            self._records.close()
+            self._refresh()
             self.save_view()
             self.recaller.save()
             release(self._lmdb)

@@ -1,9 +1,11 @@
 """Recall and check: what an agent is shown, recorded as ``LessonRecalled``.
 
-Both are queries with one write: what was put in front of the agent is appended as a
-``LessonRecalled`` event, which moves the usage clock (never the evidence clock) and
-makes those lessons *in play* for the session's outcome. The ranking itself is pure and
-lives in :mod:`lessonledger.projections.recall`.
+Both are queries with one write: what was put in front of the agent is recorded as a
+``LessonRecalled`` event (:func:`recalled`), which moves the usage clock (never the
+evidence clock) and makes those lessons *in play* for the session's outcome. The ledger
+queues that record for the next commit rather than waiting for one of its own (see
+:mod:`lessonledger.commands.deferred`). The ranking itself is pure and lives in
+:mod:`lessonledger.projections.recall`.
 
 The vector index is kept here as a projection of the lesson view: it holds exactly the
 active lessons, is saved with the position it reflects, reopened memory-mapped, and
@@ -14,6 +16,7 @@ reopen, so two closing processes never write one generation's files at once.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import time
 from collections.abc import Iterable, Iterator
@@ -25,14 +28,24 @@ import msgspec
 import numpy as np
 from lessonledger.ledger.events import LessonProposed, LessonRecalled, decode_event
 from lessonledger.ledger.ids import new_event_id
-from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder, default_embedder
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
-from lessonledger.projections.recall import Recall, one_line, overruled, rank, render
+from lessonledger.projections.recall import (
+    Candidates,
+    Recall,
+    one_line,
+    overruled,
+    rank,
+    render,
+)
 from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
 
-__all__ = ["Check", "Recaller"]
+__all__ = ["Check", "Recaller", "recalled"]
+
+#: Projects whose candidates are kept between queries (a few tens of kB each).
+_MAX_CACHED = 1024
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -54,12 +67,15 @@ class Check(msgspec.Struct, frozen=True):
 
 
 class Recaller:
-    """Ranks, records and keeps the vector index in step with the lesson view."""
+    """Ranks candidates, and keeps them and the vector index in step with the lesson view."""
 
     def __init__(self, directory: Path, log: EventLog, view: LessonView,
                  embedder: Embedder | None = None) -> None:
         self.embedder = embedder or default_embedder()
         self._dir, self._log, self._view = directory, log, view
+        # By project: the view generations they were gathered at, and the candidates.
+        self._candidates: collections.OrderedDict[
+            str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
         with _locked(directory, exclusive=False):
             opened = VectorIndex.open(directory, self.embedder)
         if opened is None or opened[1] > view.position:
@@ -124,28 +140,35 @@ class Recaller:
         at the index's precision and scored by the same code, so an answer as of the
         head equals the live one, figure for figure.
         """
-        rows = view.active_for(project)
+        candidates = (self.candidates(project) if view is self._view
+                      else Candidates(view.active_for(project)))
         similarities = None
-        if rows and query.strip():
+        if len(candidates) and query.strip():
             vector = self.embedder.embed([query])[0]
-            ids = [r.lesson_id for r in rows]
             index = self.index
             if exact:
                 index = VectorIndex(self.embedder.name, self.embedder.dim,
                                     dtype=self.index.dtype)
-                index.upsert_many(ids, self._vectors(self._items(rows)))
-            similarities = index.similarities(vector, ids)
-        ranked = rank(rows, query, similarities, now or time.time_ns())
-        return render({r.lesson_id: r for r in rows}, ranked, project, query)
+                index.upsert_many(candidates.ids,
+                                  self._vectors(self._items(candidates.rows)))
+            similarities = candidates.similarities(index, vector)
+        order, ranked = rank(candidates, query, similarities, now or time.time_ns())
+        return render(candidates, order, ranked, project, query)
 
-    def record(self, lesson_ids: list[UUID], project: str, query: str, session: str,
-               actor: str) -> None:
-        """Note that these lessons were put in front of an agent."""
-        if lesson_ids:
-            eid = new_event_id()
-            self._log.append([new_event(
-                LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
-                stream=eid, version=0, event_id=eid, actor=actor, session=session)])
+    def candidates(self, project: str) -> Candidates:
+        """The project's candidates in the live view, gathered again only once changed."""
+        view = self._view
+        stamp = (view.generation(project), view.generation("global"))
+        cached = self._candidates.get(project)
+        if cached is not None and cached[0] == stamp:
+            self._candidates.move_to_end(project)
+            return cached[1]
+        candidates = Candidates(view.active_for(project))
+        self._candidates[project] = (stamp, candidates)
+        self._candidates.move_to_end(project)
+        if len(self._candidates) > _MAX_CACHED:
+            self._candidates.popitem(last=False)
+        return candidates
 
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
@@ -172,6 +195,20 @@ class Recaller:
                      failure.error if failure else "", " ".join(parts),
                      [r.lesson_id for r in opposing[:2] + supporting[:2] + beaten[:1]],
                      [r.lesson_id for r in beaten])
+
+
+def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
+             actor: str) -> NewEvent:
+    """The record that these lessons were put in front of an agent, stamped now.
+
+    ``occurred_at`` is the moment they were shown, whenever the record is committed: it
+    is what the usage clock moves to.
+    """
+    eid = new_event_id()
+    return new_event(
+        LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
+        stream=eid, version=0, event_id=eid, actor=actor, session=session,
+        occurred_at=time.time_ns())
 
 
 def _brief(row: LessonRow) -> str:

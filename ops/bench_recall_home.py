@@ -5,7 +5,9 @@ evidence outcome per project, one ``LessonProposed`` per lesson, global ones in 
 global scope), the benchmark's own index is saved as the home's vector index at the
 head, and the ledger is opened on it as an agent would: durable, recall recording what
 it shows. So ``p50_ms``/``p99_ms`` time ``Ledger.recall`` end to end — BM25, vector
-similarity, ranking, caps, and the fsynced ``LessonRecalled`` append.
+similarity, ranking, caps, and recording the ``LessonRecalled`` event: queued, then
+committed durably by the ledger's background flush within 50 ms, whose commits run
+beside the timed calls (:mod:`lessonledger.commands.deferred`).
 """
 
 from __future__ import annotations

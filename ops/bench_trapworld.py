@@ -237,6 +237,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
             figures["transient_lessons"] = len(blips)
         else:
             figures.update(dict.fromkeys(_MEMORYLESS))
+        ledger.flush()  # the last recalls' records, still queued, count too
         figures["events"] = ledger.log.head()
     return figures
 

@@ -159,6 +159,7 @@ class LessonView:
         self._evidence_sets: dict[UUID, set[UUID]] = {}
         #: What demoted lessons said (``same_as``): known not to hold in every project.
         self._demoted: set[tuple[str, str, str, str]] = set()
+        self._generations: dict[str, int] = {}
 
     # -- persistence -----------------------------------------------------------------
 
@@ -208,6 +209,16 @@ class LessonView:
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
         return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, r.lesson_id.int))
 
+    def generation(self, scope: str) -> int:
+        """A count that moves whenever a lesson in ``scope`` may have changed.
+
+        Any change to a row that a query reads (text, kind, operations, target, scope,
+        status, confidence, evidence clock, and so membership of the active set) moves it;
+        usage (recalls, the usage clock, being in play) does not. So whatever a query
+        derives from a scope's active rows stays valid while this number stands.
+        """
+        return self._generations.get(scope, 0)
+
     def active_like(self, same_as: tuple[str, str, str, str]) -> list[LessonRow]:
         """Active lessons that say the same thing (kind, operations, target), oldest first."""
         return self._oldest_first(self._by_same.get(same_as, ()))
@@ -241,7 +252,9 @@ class LessonView:
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         listed = self._listed.pop(row.lesson_id, None)
+        self._touched(row.scope)
         if listed is not None:
+            self._touched(listed[0])
             self._by_scope[listed[0]].discard(row.lesson_id)
             self._by_same[listed[1]].discard(row.lesson_id)
         if row.active:
@@ -250,6 +263,9 @@ class LessonView:
             self._listed[row.lesson_id] = (row.scope, row.same_as)
         if row.status == "retired":
             self._retired.add(row.lesson_id)
+
+    def _touched(self, scope: str) -> None:
+        self._generations[scope] = self._generations.get(scope, 0) + 1
 
     @property
     def failures(self) -> dict[str, Failure]:
@@ -453,6 +469,7 @@ class LessonView:
                     and bound is not None and bound != event.new:
                 if row.status == "trusted":
                     row.status = "trial"
+                self._touched(row.scope)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
                 self._move(row, position, "environment.changed", None,
@@ -462,6 +479,7 @@ class LessonView:
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch:
+                self._touched(row.scope)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, "reconcile.passed", None, f"-{event.decay}")
         self._s.epoch += 1

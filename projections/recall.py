@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 from uuid import UUID
 
@@ -38,10 +38,12 @@ import bm25s
 import msgspec
 import numpy as np
 from lessonledger.projections.lessons import LessonRow
+from lessonledger.projections.vector_index import VectorIndex
 
 __all__ = [
     "MAX_LESSONS",
     "MAX_TOKENS",
+    "Candidates",
     "Ranked",
     "Recall",
     "count_tokens",
@@ -59,8 +61,11 @@ _WEIGHTS = (0.6, 0.3, 0.1)
 _DAY_NS = 86_400 * 10**9
 
 
-class Ranked(msgspec.Struct, frozen=True):
+class Ranked(msgspec.Struct, frozen=True, gc=False):
     """One candidate's place and the figures behind it."""
+
+    # gc=False: it holds only ids, numbers and strings, so it can be in no cycle; a query
+    # makes one per candidate, and tracked they set off a collection on nearly every call.
 
     lesson_id: UUID
     score: float
@@ -88,6 +93,77 @@ class Recall(msgspec.Struct, frozen=True):
     ranked: list[Ranked]
     section: str
     tokens: int
+
+
+class Candidates:
+    """A project's candidates in tie order, and what ranking reads of them, gathered once.
+
+    ``rows`` come as :meth:`LessonView.active_for` orders them (confidence, evidence
+    recency, id). Everything here is derived from those rows alone, so an instance stays
+    valid while the view's generations of the project and of the global scope stand; the
+    recaller keeps one per project on that condition, and a query then pays only for what
+    depends on its text and the time.
+    """
+
+    def __init__(self, rows: Sequence[LessonRow]) -> None:
+        self.rows = list(rows)
+        self.ids = [row.lesson_id for row in self.rows]
+        n = len(self.rows)
+        self.confidence = np.fromiter((r.confidence for r in self.rows), np.float64, n)
+        self.evidence_at = np.fromiter((r.last_evidence_at for r in self.rows), np.int64, n)
+        self.labels: list[Literal["belief", "trial"]] = [
+            "trial" if r.status == "trial" else "belief" for r in self.rows]
+        scopes: dict[str, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            scopes.setdefault(row.scope, []).append(i)
+        self._scopes = [(np.array(places, dtype=np.int64), [self.rows[i] for i in places])
+                        for places in scopes.values()]
+        self._retrievers: list[bm25s.BM25 | None] | None = None
+        over = overruled(self.rows)
+        #: Places of the global lessons the project's own lessons overrule.
+        self.overruled = {i for i, row in enumerate(self.rows) if row.lesson_id in over}
+        #: For each place with any, the places of the lessons that disagree with it.
+        self.rivals = _rivals(self.rows)
+        self._keys: tuple[VectorIndex, int, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def similarities(self, index: VectorIndex, vector: np.ndarray) -> np.ndarray:
+        """Each candidate's cosine similarity to the query's vector, from ``index``."""
+        if self._keys is None or self._keys[0] is not index or self._keys[1] != index.revision:
+            self._keys = (index, index.revision, index.keys_of(self.ids))
+        return index.similarities(vector, self.ids, keys=self._keys[2])
+
+    def bm25_scores(self, terms: list[str]) -> np.ndarray:
+        """Each candidate's BM25 score for the query terms, within its own scope's corpus."""
+        if self._retrievers is None:
+            self._retrievers = [_retriever(rows) for _, rows in self._scopes]
+        scores = np.zeros(len(self.rows), dtype=np.float64)
+        for (places, _), retriever in zip(self._scopes, self._retrievers, strict=True):
+            if retriever is not None:
+                scores[places] = retriever.get_scores(terms)
+        return scores
+
+
+def _rivals(rows: Sequence[LessonRow]) -> dict[int, list[int]]:
+    """Who disagrees with whom, by place: found by lookup, not by comparing every pair."""
+    says: dict[tuple[str, str, bool], list[int]] = {}
+    for place, row in enumerate(rows):
+        if row.prefer_op:
+            says.setdefault((row.target, row.prefer_op, True), []).append(place)
+        if row.avoid_op:
+            says.setdefault((row.target, row.avoid_op, False), []).append(place)
+    rivals: dict[int, list[int]] = {}
+    for place, row in enumerate(rows):
+        against = says.get((row.target, row.prefer_op, False))
+        doubted = says.get((row.target, row.avoid_op, True))
+        if against or doubted:
+            found = [other for other in sorted({*(against or ()), *(doubted or ())})
+                     if disagree(row, rows[other])]
+            if found:
+                rivals[place] = found
+    return rivals
 
 
 def count_tokens(text: str) -> int:
@@ -133,7 +209,7 @@ def _build_index(docs: list[str]) -> bm25s.BM25 | None:
     return retriever
 
 
-def _bm25_ranks(rows: Sequence[LessonRow], query: str) -> np.ndarray:
+def _bm25_ranks(candidates: Candidates, query: str) -> np.ndarray:
     """Rank candidates by BM25, each scored within its own scope's corpus.
 
     A project's lessons and the global ones are indexed apart, so the large, shared
@@ -141,17 +217,9 @@ def _bm25_ranks(rows: Sequence[LessonRow], query: str) -> np.ndarray:
     merged into one ranking.
     """
     terms = _tokens(query)
-    scores = np.zeros(len(rows), dtype=np.float64)
-    if not rows or not terms:
-        return np.zeros(len(rows), dtype=np.int64)
-    scopes: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        scopes.setdefault(row.scope, []).append(i)
-    for places in scopes.values():
-        retriever = _retriever([rows[i] for i in places])
-        if retriever is not None:
-            scores[places] = retriever.get_scores(terms)
-    return _ranks(scores)
+    if not len(candidates) or not terms:
+        return np.zeros(len(candidates), dtype=np.int64)
+    return _ranks(candidates.bm25_scores(terms))
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
@@ -187,34 +255,35 @@ def overruled(rows: Sequence[LessonRow]) -> set[UUID]:
             and any(disagree(row, mine) for mine in local.get(row.target, ()))}
 
 
-def rank(rows: Sequence[LessonRow], query: str, similarities: np.ndarray | None,
-         now: int) -> list[Ranked]:
-    """Score every candidate; best first.
+def rank(candidates: Candidates, query: str, similarities: np.ndarray | None,
+         now: int) -> tuple[list[int], list[Ranked]]:
+    """Score every candidate; best first, with each one's place among the candidates.
 
     Ties keep the candidates' own order (confidence, evidence recency, id), so the
     ranking is the same on every run. Scoring is vectorised: a query touches a few
     hundred candidates and must stay well inside a millisecond budget.
     """
-    n = len(rows)
+    n = len(candidates)
     if n == 0:
-        return []
-    bm25 = _bm25_ranks(rows, query)
+        return [], []
+    bm25 = _bm25_ranks(candidates, query)
     vector = _ranks(similarities) if similarities is not None else np.zeros(n, np.int64)
     best = 2 / (_RRF_K + 1) if similarities is not None else 1 / (_RRF_K + 1)
     rrf = np.where(bm25 > 0, 1 / (_RRF_K + bm25), 0.0) + np.where(
         vector > 0, 1 / (_RRF_K + vector), 0.0)
     relevance = rrf / best
-    confidence = np.fromiter((r.confidence for r in rows), np.float64, n)
-    age = now - np.fromiter((r.last_evidence_at for r in rows), np.int64, n)
+    age = now - candidates.evidence_at
     recency = np.exp(-np.maximum(age, 0) / _DAY_NS / 30)
-    score = np.round(_WEIGHTS[0] * relevance + _WEIGHTS[1] * confidence
+    score = np.round(_WEIGHTS[0] * relevance + _WEIGHTS[1] * candidates.confidence
                      + _WEIGHTS[2] * recency, 9)
-    return [
-        Ranked(rows[i].lesson_id, float(score[i]), float(relevance[i]),
-               int(bm25[i]) or None, int(vector[i]) or None, float(confidence[i]),
-               float(recency[i]), "trial" if rows[i].status == "trial" else "belief")
-        for i in np.argsort(-score, kind="stable")
-    ]
+    order: list[int] = np.argsort(-score, kind="stable").tolist()
+    # Python numbers once, not a numpy scalar per field per candidate.
+    ids, labels = candidates.ids, candidates.labels
+    sc, rel, conf, rec = (score.tolist(), relevance.tolist(), candidates.confidence.tolist(),
+                          recency.tolist())
+    b, v = bm25.tolist(), vector.tolist()
+    return order, [Ranked(ids[i], sc[i], rel[i], b[i] or None, v[i] or None, conf[i], rec[i],
+                          labels[i]) for i in order]
 
 
 def _line(row: LessonRow, label: str) -> str:
@@ -231,61 +300,66 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render(rows: dict[UUID, LessonRow], ranked: list[Ranked], project: str,
+def render(candidates: Candidates, order: list[int], ranked: list[Ranked], project: str,
            query: str) -> Recall:
     """Group disagreeing lessons, apply the caps, and build the prompt section.
 
-    A belief and the lessons contradicting it are shown together or not at all, so a
-    cap never silently keeps one side of a disagreement.
+    ``order`` holds each ranked lesson's place among the candidates. A belief and the
+    lessons contradicting it are shown together or not at all, so a cap never silently
+    keeps one side of a disagreement.
     """
-    groups: list[list[Ranked]] = []
-    # Work by place in the ranking: ints hash in C, UUIDs in Python (measured: most of
-    # this function's time at a few hundred candidates).
-    row_at = [rows[item.lesson_id] for item in ranked]
-    placed = [False] * len(ranked)
-    # Who says an operation on a target is good, and who says it is bad: a lesson's
-    # contradictors are found by lookup, not by comparing every pair.
-    says: dict[tuple[str, str, bool], list[int]] = {}
-    for place, row in enumerate(row_at):
-        if row.prefer_op:
-            says.setdefault((row.target, row.prefer_op, True), []).append(place)
-        if row.avoid_op:
-            says.setdefault((row.target, row.avoid_op, False), []).append(place)
-    over = overruled(row_at)
-    # Overruled lessons come last, so the project's own lesson leads its group.
-    seeds = sorted(range(len(ranked)), key=lambda p: ranked[p].lesson_id in over) if over \
-        else range(len(ranked))
-    for place in seeds:
-        item = ranked[place]
-        if placed[place]:
-            continue
-        group = [item]
-        placed[place] = True
-        row = row_at[place]
-        against = says.get((row.target, row.prefer_op, False))
-        doubted = says.get((row.target, row.avoid_op, True))
-        rivals = sorted({*(against or ()), *(doubted or ())}) if against or doubted else ()
-        for other in rivals:
-            if not placed[other] and disagree(row, row_at[other]):
-                group.append(msgspec.structs.replace(
-                    ranked[other], label="contradicting", contradicts=item.lesson_id))
-                placed[other] = True
-        groups.append(group)
+    rows = candidates.rows
+    grouped = _groups(candidates, order, ranked)
+    # With no disagreement among the candidates every lesson is a group of its own, and
+    # the ranking is already the order shown: only the groups the caps look at are made.
+    groups: Iterable[list[tuple[int, Ranked]]] = grouped if grouped is not None else (
+        [pair] for pair in zip(order, ranked, strict=True))
     shown: list[Ranked] = []
     section = "Lessons:"
     for group in groups:
         if len(shown) + len(group) > MAX_LESSONS:
             continue
-        lines = [_line(rows[g.lesson_id], g.label) for g in group]
+        lines = [_line(rows[place], g.label) for place, g in group]
         longer = "\n".join([section, *lines])
         if count_tokens(longer) > MAX_TOKENS:
             continue
         shown += [msgspec.structs.replace(g, line=line, tokens=count_tokens(line))
-                  for g, line in zip(group, lines, strict=True)]
+                  for (_, g), line in zip(group, lines, strict=True)]
         section = longer
         if len(shown) == MAX_LESSONS:
             break
-    order = [g for group in groups for g in group]
+    everything = ranked if grouped is None else [g for group in grouped for _, g in group]
     if not shown:
-        return Recall(project, query, [], order, "", 0)
-    return Recall(project, query, shown, order, section, count_tokens(section))
+        return Recall(project, query, [], everything, "", 0)
+    return Recall(project, query, shown, everything, section, count_tokens(section))
+
+
+def _groups(candidates: Candidates, order: list[int],
+            ranked: list[Ranked]) -> list[list[tuple[int, Ranked]]] | None:
+    """The ranking as groups: each belief (in rank order), then what contradicts it.
+
+    Items are paired with their place among the candidates. None when no candidate
+    disagrees with another: then each is a group of one, in rank order.
+    """
+    if not candidates.rivals and not candidates.overruled:
+        return None
+    at = dict(zip(order, range(len(order)), strict=True))  # place -> rank
+    over = candidates.overruled
+    # Overruled lessons come last, so the project's own lesson leads its group.
+    seeds = sorted(range(len(ranked)), key=lambda r: order[r] in over) if over \
+        else range(len(ranked))
+    placed = [False] * len(ranked)
+    groups: list[list[tuple[int, Ranked]]] = []
+    for r in seeds:
+        if placed[r]:
+            continue
+        placed[r] = True
+        item = ranked[r]
+        group = [(order[r], item)]
+        for other in sorted(at[p] for p in candidates.rivals.get(order[r], ())):
+            if not placed[other]:
+                group.append((order[other], msgspec.structs.replace(
+                    ranked[other], label="contradicting", contradicts=item.lesson_id)))
+                placed[other] = True
+        groups.append(group)
+    return groups

@@ -82,10 +82,14 @@ def fold(log: EventLog, stop: int) -> LessonView:
     return view
 
 
-def recalled_events(log: EventLog, start: int = 1) -> list[tuple[LessonRecalled, str, str]]:
-    """Every ``LessonRecalled`` from ``start`` on, with its session and actor."""
+def recalled_events(led: Ledger, start: int = 1) -> list[tuple[LessonRecalled, str, str]]:
+    """Every ``LessonRecalled`` from ``start`` on, with its session and actor.
+
+    Read from the log itself, after committing the records the ledger still has queued.
+    """
+    led.flush()
     found = []
-    for record in log.read(start, types=["lesson.recalled"]):
+    for record in led.log.read(start, types=["lesson.recalled"]):
         assert record.payload is not None
         event = decode_event(record.payload)
         assert isinstance(event, LessonRecalled)
@@ -232,7 +236,7 @@ def test_at_most_five_lessons_are_shown(agent: RecallAgent) -> None:
     assert shown(result) == ranked(result)[:MAX_LESSONS]
     assert result.section.splitlines() == ["Lessons:", *(r.line for r in result.lessons)]
     # Exactly what was shown is recorded, nothing beyond the cap.
-    ((event, session, actor),) = recalled_events(led.log, head + 1)
+    ((event, session, actor),) = recalled_events(led, head + 1)
     assert (event.lesson_ids, event.project, event.query, session, actor) == (
         shown(result), P1, "build", "s1", "agent")
 
@@ -419,14 +423,14 @@ def test_what_recall_and_check_show_is_in_play_for_the_sessions_outcome(
 
     head = led.log.head()
     assert shown(led.recall(P1, "pytest", session="s1")) == [lid]
-    ((event, session, _),) = recalled_events(led.log, head + 1)
+    ((event, session, _),) = recalled_events(led, head + 1)
     assert (event.lesson_ids, session) == ([lid], "s1")
     recalled = agent.outcome(P1, "s1", [ok()], when=day(2))
 
     head = led.log.head()
     on_file = led.check(P1, PREFER, TARGET, session="s2", actor="agent-7")
     assert on_file.shown == [lid]
-    ((event, session, actor),) = recalled_events(led.log, head + 1)
+    ((event, session, actor),) = recalled_events(led, head + 1)
     assert (event.lesson_ids, event.query, session, actor) == (
         [lid], f"check {PREFER} {TARGET}", "s2", "agent-7")
     checked = agent.outcome(P1, "s2", [fail()], when=day(3), passed=False)
@@ -440,6 +444,104 @@ def test_what_recall_and_check_show_is_in_play_for_the_sessions_outcome(
     assert led.recall(P2, "pytest", session="s3").lessons == []
     assert led.check(P1, "cargo:build", "crate", session="s3").shown == []
     assert led.log.head() == head
+
+
+def test_live_recall_follows_changes_that_touch_many_lessons_at_once(
+        agent: RecallAgent) -> None:
+    # The recaller keeps each project's candidates between queries; an environment change
+    # and a reconcile pass change many rows without naming them, and must still show.
+    led = agent.ledger
+    bound = agent.learn(P1, "s1", fingerprint={"pytest": "7"})
+    agent.trusted(P1, bound, ["s2", "s3"], when=day(1))
+    other = agent.learn(P2, "s1", target="docs")
+    queries = ("pytest root", "docs")
+
+    def same_as_a_replay() -> list[Recall]:
+        live = [led.recall(p, q, record=False) for p in (P1, P2) for q in queries]
+        head = led.log.head()
+        for got, (p, q) in zip(live, [(p, q) for p in (P1, P2) for q in queries],
+                               strict=True):
+            assert_same_recall(led.recall(p, q, as_of=head), got)
+        return live
+
+    before = same_as_a_replay()
+    assert before[0].lessons[0].label == "belief"
+    led.declare_environment_change(key=agent.key(), scope=P1, component="pytest", new="8",
+                                   occurred_at=day(2))
+    assert same_as_a_replay()[0].lessons[0].label == "trial"
+    for n in (3, 4):  # the first pass spares what is new in its epoch
+        led.reconcile(key=agent.key(), now=day(n))
+    after = same_as_a_replay()
+    assert after[2].lessons[0].lesson_id == other
+    assert after[2].lessons[0].confidence < before[2].lessons[0].confidence
+
+
+# -- when a record is committed --------------------------------------------------------------
+
+
+@pytest.fixture
+def patient(tmp_path: Path) -> Iterator[RecallAgent]:
+    """A ledger whose background flush never comes within a test: records wait."""
+    with open_ledger(tmp_path / "home", sync=False, record_delay=3600) as ledger:
+        yield RecallAgent(ledger)
+
+
+def test_a_recall_record_rides_in_the_sessions_next_command_before_its_outcome(
+        patient: RecallAgent) -> None:
+    led = patient.ledger
+    lid = patient.learn(P1, "s0")
+    head = led.log.head()
+    assert shown(led.recall(P1, "pytest", session="s1")) == [lid]
+    assert led.log.head() == head, "queued, not committed on its own"
+    outcome = patient.outcome(P1, "s1", [ok()], when=day(1))
+    # Committed first in the outcome's own transaction, so it was folded before the
+    # outcome was attributed: the lesson was in play, and is confirmed by it.
+    kinds = [r.envelope.type for r in led.log.read(head + 1, limit=2)]
+    assert kinds == ["lesson.recalled", "outcome.observed"]
+    assert [(m.type, m.outcome) for m in led.lesson(lid).moves[-1:]] == [
+        ("lesson.confirmed", outcome)]
+
+
+def test_queued_records_commit_on_flush_close_and_a_refused_command(tmp_path: Path) -> None:
+    led = Ledger(tmp_path / "home", sync=False, record_delay=3600)
+    patient = RecallAgent(led)
+    lid = patient.learn(P1, "s0")
+    head = led.log.head()
+    started = time.time_ns()
+    led.recall(P1, "pytest", session="s1")
+    assert led.log.head() == head
+    # Reading usage commits first: this process always sees its own recalls.
+    assert led.lesson(lid).last_used_at >= started
+    assert [s for _, s, _ in recalled_events(led, head + 1)] == ["s1"]
+
+    # A refused command writes nothing of its own; the records it carried still commit.
+    head = led.log.head()
+    led.check(P1, AVOID, TARGET, session="s2")
+    with pytest.raises(UnknownLessonError):
+        led.retire_lesson(key=patient.key(), lesson_id=UUID(int=7))
+    assert [r.envelope.type for r in led.log.read(head + 1)] == ["lesson.recalled"]
+
+    head = led.log.head()
+    started = time.time_ns()
+    led.recall(P1, "pytest", session="s3")
+    (row,) = led.lessons(P1, session="s4")
+    assert row.last_used_at >= started, "a listing's usage clocks count earlier recalls"
+    led.close()
+    with open_ledger(tmp_path / "home", sync=False) as reopened:
+        assert [s for _, s, _ in recalled_events(reopened, head + 1)] == ["s3", "s4"]
+
+
+def test_a_recall_with_no_later_command_lands_within_the_delay(tmp_path: Path) -> None:
+    with open_ledger(tmp_path / "home", sync=False, record_delay=0.01) as led:
+        lid = RecallAgent(led).learn(P1, "s0")
+        head = led.log.head()
+        led.recall(P1, "pytest", session="s1")
+        deadline = time.monotonic() + 10
+        while led.log.head() == head:  # the raw log: nothing here flushes
+            assert time.monotonic() < deadline, "the background flush never came"
+            time.sleep(0.005)
+        ((event, session, _),) = recalled_events(led, head + 1)
+        assert (event.lesson_ids, session) == ([lid], "s1")
 
 
 # -- check ---------------------------------------------------------------------------------
@@ -481,7 +583,7 @@ def test_check_is_one_line_naming_lessons_for_and_against_and_past_failures(
     assert crowded.shown == crowded.opposing[:2]
     assert crowded.line.count("avoid (") == 2
     assert "\n" not in crowded.line
-    ((event, _, _),) = recalled_events(led.log, head + 1)
+    ((event, _, _),) = recalled_events(led, head + 1)
     assert event.lesson_ids == crowded.shown
 
 

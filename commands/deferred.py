@@ -1,0 +1,141 @@
+"""Recall records that wait for a commit instead of paying one of their own.
+
+A recall (or a check, or a listing) is a query with one write: the ``LessonRecalled``
+event that moves the usage clock and puts the lessons *in play* for the session. A
+durable LMDB commit is two fsyncs, about a millisecond here, and plan-time recall is
+latency-bound, so the record does not wait for its own commit. It is queued, and
+committed by whichever comes first:
+
+- the next command of this ledger, in that command's own write transaction, *before*
+  the command is folded or decided: a lesson recalled in a session is in play for that
+  session's outcome exactly as if the record had been committed on its own;
+- a background flush at most ``delay`` seconds after it was queued, so a recall with no
+  later command still lands (every record queued in that window shares one commit);
+- :meth:`DeferredRecords.flush`: every query that reads usage (a lesson and its clocks,
+  the listing of lessons, a history, why a lesson was recalled) and ``Ledger.close``
+  call it first.
+
+The trade-off, stated plainly: a crash (kill -9, power loss) or an exit without
+``close()`` within that window can lose recall records, never a command; records are
+never written twice (each carries its own event id, and the log ignores a repeat).
+Another process sees a recall only once it is committed, so an outcome another process
+reports for the same session within the window may not count it as in play; one session
+lives in one process in the usual setup.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from lessonledger.ledger.log import EventLog, NewEvent, Writing
+
+__all__ = ["DEFAULT_DELAY", "DeferredRecords"]
+
+#: Seconds a queued record waits at most for a command to carry it.
+DEFAULT_DELAY = 0.05
+
+
+class DeferredRecords:
+    """Events queued for the next commit of a log, flushed by a thread within ``delay``.
+
+    Args:
+        log: the log they go to.
+        delay: seconds after queueing by which a background flush commits them.
+    """
+
+    def __init__(self, log: EventLog, delay: float = DEFAULT_DELAY) -> None:
+        self._log = log
+        self._delay = delay
+        self._events: list[NewEvent] = []
+        self._queue = threading.Lock()  # guards _events only: held for microseconds
+        # The right to move queued events into the log: held from taking them to their
+        # commit, so a command never misses events a flush has taken but not yet written.
+        self._slot = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: The last background flush's failure; the events stay queued for a retry.
+        self.error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def add(self, event: NewEvent) -> None:
+        """Queue an event; it is committed within ``delay`` seconds or sooner."""
+        with self._queue:
+            self._events.append(event)
+        if self._thread is None:
+            self._start()
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Commit every queued event now, in one transaction.
+
+        Raises:
+            LedgerError: the append failed; the events stay queued.
+        """
+        with self._slot:
+            events = self._take()
+            if not events:
+                return
+            try:
+                self._log.append(events)
+            except BaseException:
+                self._restore(events)
+                raise
+
+    @contextmanager
+    def writing(self) -> Iterator[Writing]:
+        """The log's write transaction, with the queued events appended first.
+
+        If the block raises, nothing commits and the events go back to the queue.
+        """
+        with self._slot:
+            events = self._take()
+            try:
+                with self._log.writing() as writing:
+                    if events:
+                        writing.append(events)
+                    yield writing
+            except BaseException:
+                self._restore(events)
+                raise
+
+    def close(self) -> None:
+        """Stop the background flush and commit what is queued."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+    def _take(self) -> list[NewEvent]:
+        with self._queue:
+            events, self._events = self._events, []
+        return events
+
+    def _restore(self, events: list[NewEvent]) -> None:
+        if events:
+            with self._queue:
+                self._events[:0] = events
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lessonledger-records",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """Wait for work, let a window's worth gather, commit it; until stopped."""
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._stop.wait(self._delay)
+            # Cleared before taking: whatever is queued after this wakes the next round.
+            self._wake.clear()
+            try:
+                self.flush()
+                self.error = None
+            except Exception as e:  # kept for close(); retried when the next one is queued
+                self.error = e
