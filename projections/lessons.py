@@ -9,7 +9,6 @@ it holds is explained by the moves it lists.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 from uuid import UUID
 
 import msgspec
@@ -23,12 +22,23 @@ from lessonledger.ledger.events import (
     LessonProposed,
     LessonRecalled,
     LessonSuperseded,
-    Operation,
     OutcomeObserved,
     ReconcilePassed,
     decode_event,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.lesson_rows import (
+    ACTIVE,
+    Failure,
+    LessonRow,
+    Move,
+    OutcomeRow,
+    State,
+    Status,
+    failure_key,
+    state_decoder,
+    state_encoder,
+)
 from lessonledger.projections.rules import Rules, clamp
 
 __all__ = [
@@ -43,109 +53,12 @@ __all__ = [
 ]
 
 
-def failure_key(project: str, op: str, target: str) -> str:
-    """The key of an operation's failures on a target in a project."""
-    return f"{project}|{op}|{target}"
-
-Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expired"]
-#: Statuses that recall and attribution consider.
-ACTIVE: frozenset[str] = frozenset({"trial", "trusted"})
-
-
-class Move(msgspec.Struct, frozen=True, array_like=True):
-    """One event that changed a lesson: where, what, and the confidence after it."""
-
-    position: int
-    type: str
-    confidence: float
-    outcome: UUID | None = None
-    note: str = ""
-
-
-class LessonRow(msgspec.Struct, kw_only=True):
-    """A lesson as the log has made it."""
-
-    lesson_id: UUID
-    text: str
-    kind: str
-    avoid_op: str
-    prefer_op: str
-    target: str
-    scope: str
-    origin: str
-    source: str
-    derivation: str
-    longevity: str
-    fingerprint: dict[str, str]
-    evidence: list[UUID]
-    confidence: float
-    status: Status
-    created_at: int
-    last_evidence_at: int
-    last_used_at: int = 0
-    #: The projects that supported it, the one that confirmed it last at the end.
-    projects: list[str] = []
-    sessions: list[str] = []
-    recent: list[bool] = []
-    in_play_epoch: int = 0
-    supersedes: UUID | None = None
-    superseded_by: UUID | None = None
-    reason: str = ""
-    version: int = 0
-    moves: list[Move] = []
-    #: Where the publisher's own vector for this lesson is (its proposal), 0 if none.
-    vector_at: int = 0
-
-    @property
-    def active(self) -> bool:
-        """True while the lesson is trial or trusted."""
-        return self.status in ACTIVE
-
-    @property
-    def same_as(self) -> tuple[str, str, str, str]:
-        """What makes two lessons the same lesson, wherever learned."""
-        return (self.kind, self.avoid_op, self.prefer_op, self.target)
-
-
-class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
-    """An observed outcome, as far as lessons need it."""
-
-    outcome_id: UUID
-    project: str
-    session: str
-    passed: bool
-    operations: list[Operation]
-    at: int
-
-
-class Failure(msgspec.Struct, kw_only=True):
-    """Past failures of one operation on one target in one project."""
-
-    count: int = 0
-    error: str = ""
-    outcome: UUID | None = None
-    at: int = 0
-
-
-class _State(msgspec.Struct, kw_only=True):
-    position: int = 0
-    epoch: int = 0
-    lessons: dict[UUID, LessonRow] = {}
-    outcomes: dict[UUID, OutcomeRow] = {}
-    recalled: dict[str, list[UUID]] = {}
-    failures: dict[str, Failure] = {}
-
-
-_state_encoder = msgspec.msgpack.Encoder()
-_state_decoder = msgspec.msgpack.Decoder(_State)
-
-
 class LessonView:
     """Folds lesson and outcome events into rows; queries read the rows."""
 
     def __init__(self, rules: Rules | None = None) -> None:
         self.rules = rules or Rules()
-        self._s = _State()
+        self._s = State()
         #: Lessons whose rows changed since the owner last looked (not saved): what a
         #: vector index must re-check to stay equal to the active set.
         self.changed: set[UUID] = set()
@@ -170,13 +83,13 @@ class LessonView:
 
     def dump(self) -> bytes:
         """The whole state as bytes: views folded from the same log dump the same bytes."""
-        return _state_encoder.encode(self._s)
+        return state_encoder.encode(self._s)
 
     @classmethod
     def load(cls, data: bytes, rules: Rules | None = None) -> LessonView:
         """Restore a view from :meth:`dump`'s bytes."""
         view = cls(rules)
-        view._s = _state_decoder.decode(data)
+        view._s = state_decoder.decode(data)
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_int[row.lesson_id.int] = row

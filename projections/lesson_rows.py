@@ -1,0 +1,125 @@
+"""The rows of the lesson view: a lesson, an outcome, past failures, and the saved state.
+
+Plain msgspec Structs, so the whole view is saved and restored as one msgpack value and
+two views folded from the same log dump the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from uuid import UUID
+
+import msgspec
+from lessonledger.ledger.events import Operation
+
+__all__ = [
+    "ACTIVE",
+    "Failure",
+    "LessonRow",
+    "Move",
+    "OutcomeRow",
+    "State",
+    "Status",
+    "failure_key",
+    "state_decoder",
+    "state_encoder",
+]
+
+
+def failure_key(project: str, op: str, target: str) -> str:
+    """The key of an operation's failures on a target in a project."""
+    return f"{project}|{op}|{target}"
+
+Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expired"]
+#: Statuses that recall and attribution consider.
+ACTIVE: frozenset[str] = frozenset({"trial", "trusted"})
+
+
+class Move(msgspec.Struct, frozen=True, array_like=True):
+    """One event that changed a lesson: where, what, and the confidence after it."""
+
+    position: int
+    type: str
+    confidence: float
+    outcome: UUID | None = None
+    note: str = ""
+
+
+class LessonRow(msgspec.Struct, kw_only=True):
+    """A lesson as the log has made it."""
+
+    lesson_id: UUID
+    text: str
+    kind: str
+    avoid_op: str
+    prefer_op: str
+    target: str
+    scope: str
+    origin: str
+    source: str
+    derivation: str
+    longevity: str
+    fingerprint: dict[str, str]
+    evidence: list[UUID]
+    confidence: float
+    status: Status
+    created_at: int
+    last_evidence_at: int
+    last_used_at: int = 0
+    #: The projects that supported it, the one that confirmed it last at the end.
+    projects: list[str] = []
+    sessions: list[str] = []
+    recent: list[bool] = []
+    in_play_epoch: int = 0
+    supersedes: UUID | None = None
+    superseded_by: UUID | None = None
+    reason: str = ""
+    version: int = 0
+    moves: list[Move] = []
+    #: Where the publisher's own vector for this lesson is (its proposal), 0 if none.
+    vector_at: int = 0
+
+    @property
+    def active(self) -> bool:
+        """True while the lesson is trial or trusted."""
+        return self.status in ACTIVE
+
+    @property
+    def same_as(self) -> tuple[str, str, str, str]:
+        """What makes two lessons the same lesson, wherever learned."""
+        return (self.kind, self.avoid_op, self.prefer_op, self.target)
+
+
+class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
+    """An observed outcome, as far as lessons need it."""
+
+    outcome_id: UUID
+    project: str
+    session: str
+    passed: bool
+    operations: list[Operation]
+    at: int
+
+
+class Failure(msgspec.Struct, kw_only=True):
+    """Past failures of one operation on one target in one project."""
+
+    count: int = 0
+    error: str = ""
+    outcome: UUID | None = None
+    at: int = 0
+
+
+class State(msgspec.Struct, kw_only=True):
+    """Everything the view holds, saved with the position it reflects."""
+
+    position: int = 0
+    epoch: int = 0
+    lessons: dict[UUID, LessonRow] = {}
+    outcomes: dict[UUID, OutcomeRow] = {}
+    recalled: dict[str, list[UUID]] = {}
+    failures: dict[str, Failure] = {}
+
+
+state_encoder = msgspec.msgpack.Encoder()
+state_decoder = msgspec.msgpack.Decoder(State)
