@@ -9,7 +9,7 @@ from lessonledger.commands.errors import (
     StaleVersionError,
     UnknownLessonError,
 )
-from lessonledger.commands.ledger import Ledger, Receipt, open_ledger
+from lessonledger.commands.ledger import Ledger, open_ledger
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
@@ -20,6 +20,7 @@ from lessonledger.commands.messages import (
     Reconcile,
     RetireLesson,
 )
+from lessonledger.commands.receipts import Receipt
 
 __all__ = [
     "AnyCommand",

@@ -24,7 +24,6 @@ Every query that reads usage flushes first, so this process always reads its own
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import threading
@@ -33,11 +32,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self
 from uuid import UUID
 
 import msgspec
-import msgspec.inspect as mi
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.errors import CommandError, InvalidCommandError, UnknownLessonError
@@ -53,12 +51,14 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
+from lessonledger.commands.receipts import Receipt, minted, minted_events
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder
+from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
@@ -69,13 +69,6 @@ __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 VIEW_NAME = "lessons"
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
-
-
-class Receipt(msgspec.Struct, frozen=True):
-    """What a command wrote: the positions of its own events and the ids it minted."""
-
-    positions: list[int]
-    ids: dict[str, UUID] = {}
 
 
 class Ledger:
@@ -225,7 +218,7 @@ class Ledger:
             for eid, d in zip(ids, decided, strict=True)
         ])
         self._fold(writing, writing.append)
-        return Receipt([int(p) for p in positions], _minted(decided))
+        return Receipt([int(p) for p in positions], minted(decided))
 
     def _receipt(self, parent: UUID, log: Writing) -> Receipt | None:
         """The receipt of a command already in the log, else None."""
@@ -236,7 +229,7 @@ class Ledger:
             return None
         records = [log.read(p, limit=1)[0] for p in positions]
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
-        return Receipt(positions, _minted_events(events))
+        return Receipt(positions, minted_events(events))
 
     def observe_outcome(self, **fields: Any) -> Receipt:
         """Record a finished task; see :class:`ObserveOutcome` for the fields."""
@@ -281,7 +274,7 @@ class Ledger:
             if record and rows:
                 self._records.add(recalled([r.lesson_id for r in rows][:1000], project, "",
                                            session, actor))
-            return _snapshot(rows)
+            return snapshot(rows)
 
     def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
                actor: str = "agent", as_of: int | None = None) -> Recall:
@@ -329,7 +322,7 @@ class Ledger:
             now = None if as_of is None else self.time_at(as_of)
             story = explain(view, self.log, self.recaller, lesson_id, project=project,
                             query=query, now=now)
-            return msgspec.structs.replace(story, lesson=_snapshot([story.lesson])[0])
+            return msgspec.structs.replace(story, lesson=snapshot([story.lesson])[0])
 
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
@@ -359,7 +352,7 @@ class Ledger:
             row = self.view.lessons.get(lesson_id)
             if row is None:
                 raise UnknownLessonError(lesson_id)
-            return _snapshot([row])[0]
+            return snapshot([row])[0]
 
     def history(self, lesson_id: UUID) -> list[LessonRow]:
         """The supersede chain through a lesson, oldest first."""
@@ -373,7 +366,7 @@ class Ledger:
                 chain.insert(0, lessons[chain[0].supersedes])
             while chain[-1].superseded_by is not None and chain[-1].superseded_by in lessons:
                 chain.append(lessons[chain[-1].superseded_by])
-            return _snapshot(chain)
+            return snapshot(chain)
 
     # -- lifetime --------------------------------------------------------------------
 
@@ -394,21 +387,6 @@ class Ledger:
         self.close()
 
 
-#: A row's list and dict fields: the view grows these in place.
-_CONTAINERS = tuple(field.name for field in cast(mi.StructType, mi.type_info(LessonRow)).fields
-                    if isinstance(field.type, mi.ListType | mi.DictType))
-
-
-def _snapshot(rows: list[LessonRow]) -> list[LessonRow]:
-    """Copies of view rows: what a caller holds neither changes under it nor changes the view.
-
-    The items in a row's lists and dicts (ids, strings, frozen moves) never change, so
-    copying the containers is enough, at a fraction of the cost of a deep copy.
-    """
-    return [msgspec.structs.replace(row, **{name: copy.copy(getattr(row, name))
-                                            for name in _CONTAINERS}) for row in rows]
-
-
 def _command(fields: dict[str, Any], kind: type[AnyCommand]) -> AnyCommand:
     """Build a command from keyword fields, refusing bad ones as the JSON path does."""
     try:
@@ -423,21 +401,6 @@ def cast_bytes(payload: bytes | None) -> bytes:
     """A payload the caller has checked is present."""
     assert payload is not None
     return payload
-
-
-def _minted(decided: list[Any]) -> dict[str, UUID]:
-    return _minted_events([d.event for d in decided])
-
-
-def _minted_events(events: list[Any]) -> dict[str, UUID]:
-    ids: dict[str, UUID] = {}
-    for event in events:
-        for name in ("outcome_id", "lesson_id"):
-            value = getattr(event, name, None)
-            if value is not None and name not in ids and event.__struct_config__.tag in (
-                    "outcome.observed", "lesson.proposed"):
-                ids[name] = value
-    return ids
 
 
 @contextmanager

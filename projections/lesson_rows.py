@@ -6,10 +6,12 @@ two views folded from the same log dump the same bytes.
 
 from __future__ import annotations
 
-from typing import Literal
+import copy
+from typing import Literal, cast
 from uuid import UUID
 
 import msgspec
+import msgspec.inspect as mi
 from lessonledger.ledger.events import Operation
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "State",
     "Status",
     "failure_key",
+    "snapshot",
     "state_decoder",
     "state_encoder",
 ]
@@ -123,3 +126,18 @@ class State(msgspec.Struct, kw_only=True):
 
 state_encoder = msgspec.msgpack.Encoder()
 state_decoder = msgspec.msgpack.Decoder(State)
+
+
+#: A row's list and dict fields: the view grows these in place.
+CONTAINERS = tuple(field.name for field in cast(mi.StructType, mi.type_info(LessonRow)).fields
+                    if isinstance(field.type, mi.ListType | mi.DictType))
+
+
+def snapshot(rows: list[LessonRow]) -> list[LessonRow]:
+    """Copies of view rows: what a caller holds neither changes under it nor changes the view.
+
+    The items in a row's lists and dicts (ids, strings, frozen moves) never change, so
+    copying the containers is enough, at a fraction of the cost of a deep copy.
+    """
+    return [msgspec.structs.replace(row, **{name: copy.copy(getattr(row, name))
+                                            for name in CONTAINERS}) for row in rows]

@@ -1,0 +1,34 @@
+"""What a command wrote: its receipt, and the ids it minted."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+__all__ = ["Receipt", "minted", "minted_events"]
+
+
+class Receipt(msgspec.Struct, frozen=True):
+    """What a command wrote: the positions of its own events and the ids it minted."""
+
+    positions: list[int]
+    ids: dict[str, UUID] = {}
+
+
+def minted(decided: list[Any]) -> dict[str, UUID]:
+    """The ids a command's decided events minted (its outcome's, its lesson's)."""
+    return minted_events([d.event for d in decided])
+
+
+def minted_events(events: list[Any]) -> dict[str, UUID]:
+    """The ids the first outcome and the first proposed lesson among ``events`` carry."""
+    ids: dict[str, UUID] = {}
+    for event in events:
+        for name in ("outcome_id", "lesson_id"):
+            value = getattr(event, name, None)
+            if value is not None and name not in ids and event.__struct_config__.tag in (
+                    "outcome.observed", "lesson.proposed"):
+                ids[name] = value
+    return ids
