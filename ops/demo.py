@@ -65,7 +65,7 @@ def run_demo(home: Path) -> int:
               f"days in, and memory on\nstarted with the {len(before)} lessons the earlier "
               "runs left.")
     _figures(on, off)
-    _learned(home, world, before)
+    hint = _learned(home, world, before)
     print(f"\n({time.perf_counter() - started:.1f} s. The same world, bigger and repeated, "
           "with a third agent that only remembers its last error: "
           "`lessonledger bench trapworld`.)")
@@ -73,8 +73,9 @@ def run_demo(home: Path) -> int:
         report = verify(log)
     print(f"verify: {report.checked} events, chain and bodies "
           f"{'intact' if report.ok else 'DAMAGED'}")
-    print("next: `lessonledger lessons list`, `lessonledger log --json`, "
-          f"`lessonledger check --project {world.projects[0]} 'pytest tests/' tests`")
+    print("next: `lessonledger lessons list`, `lessonledger log --json`"
+          + (f", `lessonledger check --project {hint[0]} '{hint[1]}' {hint[2]}`" if hint
+             else ""))
     return 0 if report.ok else 1
 
 
@@ -94,7 +95,9 @@ def _figures(on: dict[str, Any], off: dict[str, Any]) -> None:
         print(f"  {name:<44}{a:>12}{b:>12}")
 
 
-def _learned(home: Path, world: World, before: set[Any]) -> None:
+def _learned(home: Path, world: World,
+             before: set[Any]) -> tuple[str, str, str] | None:
+    """Print what the agent knows; return (project, operation, target) worth a check."""
     with open_ledger(home, sync=sync_setting()) as ledger:
         seen: set[Any] = set()
         print("\nWhat the agent knows now (what recall hands it, strongest first):")
@@ -119,7 +122,9 @@ def _learned(home: Path, world: World, before: set[Any]) -> None:
             print(f"  no longer shown (a blip, not a trap): {row.text}")
         strongest = max(seen, key=lambda i: ledger.view.lessons[i].confidence, default=None)
         if strongest is None:
-            return
+            return None
+        row = ledger.view.lessons[strongest]
+        where = row.scope if row.scope != "global" else (row.projects or world.projects)[-1]
         story = ledger.why(strongest)
         print(f"\nWhy the strongest lesson exists (`lessonledger why {strongest}`):")
         for step in story.steps[:8]:
@@ -128,3 +133,4 @@ def _learned(home: Path, world: World, before: set[Any]) -> None:
                   f"{step.confidence:.2f}{cited}")
         if len(story.steps) > 8:
             print(f"  ... and {len(story.steps) - 8} more")
+        return where, row.avoid_op or row.prefer_op, row.target
