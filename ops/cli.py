@@ -231,7 +231,8 @@ def _parser() -> argparse.ArgumentParser:
     recall.add_argument("--sizes", type=_count(100), nargs="+", default=[10_000, 100_000],
                         metavar="N", help="lesson counts (default 10000 100000)")
     recall.add_argument("--projects", type=_count(1), default=500, help="projects (500)")
-    recall.add_argument("--queries", type=_count(10), default=500, help="queries per size")
+    recall.add_argument("--queries", type=_count(10), default=2000,
+                        help="queries per size (default 2,000: enough for a p99)")
     recall.add_argument("--json", action="store_true", help="print one JSON object")
     recall.set_defaults(run=_cmd_bench_recall)
     lifecycle = which.add_parser("lifecycle", help=(
