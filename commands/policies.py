@@ -155,7 +155,10 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
            decided: list[AnyEvent]) -> list[AnyEvent]:
     learned: list[AnyEvent] = []
     touched = {getattr(d, "lesson_id", None) for d in decided}
-    contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)}
+    # Contradicted and still standing: one superseded by attribution (decayed, refuted)
+    # is not superseded again.
+    contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)} - {
+        d.lesson_id for d in decided if isinstance(d, LessonSuperseded)}
     pairs = failed_then_succeeded(event.operations)
     solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
     for failed, worked in pairs:

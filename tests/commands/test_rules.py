@@ -293,6 +293,20 @@ def test_a_blip_on_the_way_to_what_is_known_to_work_teaches_nothing(agent: Agent
     assert agent.loop_lessons(later) == []
 
 
+def test_a_refuted_lesson_is_superseded_once(agent: Agent) -> None:
+    led = agent.ledger
+    blip = agent.learn(P1, "s1", error="read timed out")   # prefer PREFER over AVOID
+    # The avoided operation works and the preferred one fails for good: the blip lesson is
+    # refuted, and the outcome teaches the reverse; one supersede, not two.
+    flipped = agent.outcome(P1, "s2", [fail(PREFER, "no tests ran"), ok(AVOID)], when=day(1))
+    new = agent.learned_from(flipped)
+    row = led.lesson(blip)
+    assert (row.status, row.reason) == ("superseded", "refuted")
+    assert [m.type for m in row.moves].count("lesson.superseded") == 1
+    assert led.lesson(new).supersedes is None
+    assert ids(led.lessons(P1, record=False)) == [new]
+
+
 def test_a_tentative_lesson_the_same_structural_failure_then_shows_is_made_settled(
         agent: Agent) -> None:
     led = agent.ledger
