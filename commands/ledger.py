@@ -25,7 +25,6 @@ Every query that reads usage flushes first, so this process always reads its own
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +37,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
-from lessonledger.commands.errors import CommandError, InvalidCommandError, UnknownLessonError
+from lessonledger.commands.errors import CommandError, UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -48,6 +47,7 @@ from lessonledger.commands.messages import (
     ProposeLesson,
     Reconcile,
     RetireLesson,
+    command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
@@ -233,27 +233,27 @@ class Ledger:
 
     def observe_outcome(self, **fields: Any) -> Receipt:
         """Record a finished task; see :class:`ObserveOutcome` for the fields."""
-        return self.execute(_command(fields, ObserveOutcome))
+        return self.execute(command_from(fields, ObserveOutcome))
 
     def propose_lesson(self, **fields: Any) -> Receipt:
         """Propose a lesson; see :class:`ProposeLesson`."""
-        return self.execute(_command(fields, ProposeLesson))
+        return self.execute(command_from(fields, ProposeLesson))
 
     def edit_lesson(self, **fields: Any) -> Receipt:
         """Replace a lesson's text; see :class:`EditLesson`."""
-        return self.execute(_command(fields, EditLesson))
+        return self.execute(command_from(fields, EditLesson))
 
     def retire_lesson(self, **fields: Any) -> Receipt:
         """Retire a lesson for good; see :class:`RetireLesson`."""
-        return self.execute(_command(fields, RetireLesson))
+        return self.execute(command_from(fields, RetireLesson))
 
     def declare_environment_change(self, **fields: Any) -> Receipt:
         """Declare a changed environment component; see :class:`DeclareEnvironmentChange`."""
-        return self.execute(_command(fields, DeclareEnvironmentChange))
+        return self.execute(command_from(fields, DeclareEnvironmentChange))
 
     def reconcile(self, **fields: Any) -> Receipt:
         """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
-        return self.execute(_command(fields, Reconcile))
+        return self.execute(command_from(fields, Reconcile))
 
     # -- queries ---------------------------------------------------------------------
 
@@ -385,16 +385,6 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-
-def _command(fields: dict[str, Any], kind: type[AnyCommand]) -> AnyCommand:
-    """Build a command from keyword fields, refusing bad ones as the JSON path does."""
-    try:
-        return msgspec.convert(fields, kind)
-    except msgspec.ValidationError as e:
-        match = re.search(r" - at `(\$[^`]*)`$", str(e))
-        msg = f"invalid {kind.__name__}: {e}; fix the field and retry"
-        raise InvalidCommandError(msg, match.group(1) if match else "$") from e
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

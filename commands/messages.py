@@ -8,11 +8,13 @@ positions. ``lessonledger publish`` reads these as JSON lines, one object per li
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
+from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.events import (
     Key,
     LessonKind,
@@ -33,6 +35,7 @@ __all__ = [
     "ProposeLesson",
     "Reconcile",
     "RetireLesson",
+    "command_from",
     "decode_command",
 ]
 
@@ -138,3 +141,12 @@ def decode_command(line: bytes | str) -> AnyCommand:
     """Decode one JSON command; raises ``msgspec.ValidationError`` naming the field."""
     return _json.decode(line)
 
+
+def command_from(fields: dict[str, Any], kind: type[AnyCommand]) -> AnyCommand:
+    """Build a command from keyword fields, refusing bad ones as the JSON path does."""
+    try:
+        return msgspec.convert(fields, kind)
+    except msgspec.ValidationError as e:
+        match = re.search(r" - at `(\$[^`]*)`$", str(e))
+        msg = f"invalid {kind.__name__}: {e}; fix the field and retry"
+        raise InvalidCommandError(msg, match.group(1) if match else "$") from e
