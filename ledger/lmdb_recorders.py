@@ -147,9 +147,15 @@ class LMDBSubscription(ListenNotifySubscription[LMDBApplicationRecorder]):
                 self._has_been_notified.set()
 
     def stop(self) -> None:
-        """Stop pulling and polling."""
+        """Stop pulling and polling.
+
+        Returns once the poller has stopped reading the home, so whoever closes the home
+        next never pulls it from under a read.
+        """
         self._stopping.set()
         self._log.home.unlisten(self._log.name, self._has_been_notified)
+        if self._poller is not threading.current_thread():
+            self._poller.join()
         super().stop()
 
 
