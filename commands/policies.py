@@ -161,10 +161,11 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
         d.lesson_id for d in decided if isinstance(d, LessonSuperseded)}
     pairs = failed_then_succeeded(event.operations)
     solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
+    # The view does not move while a policy decides: one read of the project's lessons.
+    here = view.active_for(event.project) if pairs else []
     for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
         transient = looks_transient(failed.error)
-        here = view.active_for(event.project)
         known = [r for r in here if r.same_as == same]
         if known and not (known[0].longevity == "tentative" and not transient):
             if known[0].lesson_id not in touched:

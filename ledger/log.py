@@ -149,6 +149,16 @@ def _walk(cursor: lmdb.Cursor, end: bytes) -> Iterator[Record]:
         yield _new_record(Record, (decode_envelope(pending[:-LINK_BYTES]), None))
 
 
+def _chunked(read: Callable[[int], list[Record]], start: int) -> Iterator[Record]:
+    """Records from ``start`` on, read :data:`_READ_CHUNK` at a time by ``read(start)``."""
+    while True:
+        chunk = read(start)
+        yield from chunk
+        if len(chunk) < _READ_CHUNK:
+            return
+        start = chunk[-1].envelope.position + 1
+
+
 class EventLog:
     """A positioned, hash-chained event log stored in one LMDB home.
 
@@ -184,14 +194,10 @@ class EventLog:
             IdempotencyConflictError: an id was used before for another event.
             InvalidEventError: an event cannot be stored; nothing written.
         """
-        for i, event in enumerate(events):
-            _check(event, i)
-        salts = os.urandom(SALT_BYTES * len(events))
-        with self._env.begin(write=True) as txn:
-            positions = self._append(txn, events, salts)
+        with self.writing() as writing:
+            positions = writing.append(events)
             if also is not None:
-                also(txn)
-        self.home.notify(self.name)
+                also(writing._txn)
         return positions
 
     @contextmanager
@@ -348,12 +354,7 @@ class EventLog:
 
         Reads in chunks of short transactions, so a long replay never pins old pages.
         """
-        while True:
-            chunk = self.read(start, limit=_READ_CHUNK, stop=stop)
-            yield from chunk
-            if len(chunk) < _READ_CHUNK:
-                return
-            start = chunk[-1].envelope.position + 1
+        yield from _chunked(lambda at: self.read(at, limit=_READ_CHUNK, stop=stop), start)
 
     def raw(self, start: int = 1) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
         """Yield ``(position, envelope, body, chain link)`` exactly as stored.
@@ -455,12 +456,7 @@ class Writing:
 
     def scan(self, start: int = 1) -> Iterator[Record]:
         """Every record from ``start`` on, including this block's own appends so far."""
-        while True:
-            chunk = self._log._read(self._txn, start, limit=_READ_CHUNK)
-            yield from chunk
-            if len(chunk) < _READ_CHUNK:
-                return
-            start = chunk[-1].envelope.position + 1
+        yield from _chunked(lambda at: self._log._read(self._txn, at, limit=_READ_CHUNK), start)
 
     def read(self, start: int = 1, limit: int | None = None) -> list[Record]:
         """As :meth:`EventLog.read`, in this transaction."""

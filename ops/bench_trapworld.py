@@ -126,10 +126,9 @@ class Tally:
                 operations: list[Operation]) -> None:
         """Score a finished task, noting which of its failures were blips."""
         self.tasks += 1
-        forms = {kind: [op for op, _ in FORMS[kind]] for kind in {o.target for o in operations}}
         self.transient[outcome_id] = {
             (o.target, o.op) for o in operations if not o.ok and not self.structural(
-                project, o.target, day, forms[o.target].index(o.op))}
+                project, o.target, day, self.world.form(o.target, o.op))}
         blips = [o for o in operations if (o.target, o.op) in self.transient[outcome_id]]
         if blips:
             self.blips.append((project, blips))
@@ -230,9 +229,10 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
             figures["lessons_global"] = sum(r.active and r.scope == "global"
                                             for r in ledger.view.lessons.values())
         elif isinstance(agent, LastErrorAgent):
-            blips = {(p, o.target, o.op) for p, ops in tally.blips for o in ops}
-            still = [k for k in blips if agent.failed.get((k[0], k[1], _form(k[1], k[2])))
-                     and not tally.structural(k[0], k[1], last, _form(k[1], k[2]))]
+            blips = {(p, o.target, world.form(o.target, o.op)) for p, ops in tally.blips
+                     for o in ops}
+            still = [(p, kind, form) for p, kind, form in blips if (p, kind, form) in agent.failed
+                     and not tally.structural(p, kind, last, form)]
             figures["transient_lessons_active_rate"] = _ratio(len(still), len(blips))
             figures["transient_lessons"] = len(blips)
         else:
@@ -240,10 +240,6 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
         ledger.flush()  # the last recalls' records, still queued, count too
         figures["events"] = ledger.log.head()
     return figures
-
-
-def _form(kind: str, op: str) -> int:
-    return [o for o, _ in FORMS[kind]].index(op)
 
 
 def run(config: WorldConfig, repeats: int = 5,

@@ -200,6 +200,10 @@ class World:
         """A form's operation key."""
         return FORMS[kind][form][0]
 
+    def form(self, kind: str, op: str) -> int:
+        """The form an operation key names."""
+        return [key for key, _ in FORMS[kind]].index(op)
+
 
 def _shared(rng: random.Random, kind: str, count: int, config: WorldConfig) -> list[Truth]:
     """A shared trap: the same truth, and the same flip, in every project with the kind."""

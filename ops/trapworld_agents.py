@@ -35,7 +35,7 @@ from lessonledger.commands.messages import Operation
 from lessonledger.ops.trapworld import FORMS, Task
 from lessonledger.projections.rules import looks_transient
 
-__all__ = ["ARMS", "Advice", "Agent", "LastErrorAgent", "MemoryAgent", "OffAgent", "Tried"]
+__all__ = ["ARMS", "Advice", "Agent", "LastErrorAgent", "MemoryAgent", "Tried"]
 
 ARMS = ("memory", "off", "last_error")
 
@@ -96,9 +96,6 @@ class Agent:
             key=f"{self.name}/{self.session}", project=self.project, session=self.session,
             task=task.title, passed=passed, operations=operations, occurred_at=when)
         return receipt.ids["outcome_id"]
-
-
-OffAgent = Agent
 
 
 @dataclass
