@@ -60,6 +60,8 @@ LOG_NAME = "ledger"
 #: chunks (a chunk's objects stay in cache), and pins pages for a shorter time.
 _READ_CHUNK = 1024
 _OFFSET = 1 << 63
+#: A stream key is a 3-byte tag and length, then the id (see envelope.stream_key).
+_MAX_STREAM_KEY = 3 + MAX_STREAM_ID_BYTES
 _ENVELOPE, _BODY = b"\x00", b"\x01"
 _new_record = tuple.__new__
 
@@ -94,23 +96,8 @@ class Record(NamedTuple):
     payload: bytes | None
 
 
-def _check(event: NewEvent, index: int) -> None:
-    """Refuse, before any write, what the log cannot store faithfully."""
-    # One combined test on the happy path; messages are built only for a refusal.
-    if (
-        len(event.payload) <= MAX_BODY_BYTES
-        and (not event.event_id or len(event.event_id) == 16)
-        and (not isinstance(event.stream, str)
-             or len(event.stream.encode()) <= MAX_STREAM_ID_BYTES)
-        and 0 <= event.occurred_at < _OFFSET
-        and -_OFFSET <= event.version < _OFFSET
-    ):
-        return
-    _refuse(event, f"$[{index}]")
-
-
 def _refuse(event: NewEvent, where: str) -> None:
-    """Raise the precise error for an event that :func:`_check` found unstorable."""
+    """Raise the precise error for an event that the append loop found unstorable."""
     if len(event.payload) > MAX_BODY_BYTES:
         raise BodyTooLargeError(len(event.payload), MAX_BODY_BYTES, f"{where}.payload")
     if event.event_id and len(event.event_id) != 16:
@@ -157,6 +144,26 @@ def _chunked(read: Callable[[int], list[Record]], start: int) -> Iterator[Record
         if len(chunk) < _READ_CHUNK:
             return
         start = chunk[-1].envelope.position + 1
+
+
+def _put_new(txn: lmdb.Transaction, db: lmdb._Database, items: list[tuple[bytes, bytes]]) -> bool:
+    """Put index entries whose keys must be new; False when any key was taken.
+
+    A taken key keeps its old value, and the entries put so far stay in: see
+    :func:`_take_back`.
+    """
+    return not items or txn.cursor(db=db).putmulti(items, overwrite=False)[1] == len(items)
+
+
+def _take_back(txn: lmdb.Transaction, db: lmdb._Database, items: list[tuple[bytes, bytes]]) -> None:
+    """Delete the entries of ``items`` that :func:`_put_new` put.
+
+    Their values are positions past the log's end, so an entry that was there before
+    never has one of them.
+    """
+    for key, value in items:
+        if txn.get(key, db=db) == value:
+            txn.delete(key, db=db)
 
 
 class EventLog:
@@ -230,16 +237,72 @@ class EventLog:
     def _append(
         self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
     ) -> list[Position]:
-        # The hot path of every write: names are bound once, keys packed without
-        # intermediate objects, and the log's entries go to LMDB in one call at the end.
+        # The hot path of every write. It assumes the usual case, no id seen before and no
+        # stream version taken, and puts each tree's entries in one call; when a put
+        # finds a key taken, it takes its own entries back out and goes one by one.
+        position, previous, log = self._tail(txn)
+        first = position
+        now = time.time_ns()
+        ids: list[tuple[bytes, bytes]] = []
+        versions: list[tuple[bytes, bytes]] = []
+        entries: list[tuple[bytes, bytes]] = []
+        last_stream: StreamId | None = None
+        stream = b""
+        salt = 0
+        for event in events:
+            event_id, version, occurred_at, payload = (
+                event.event_id, event.version, event.occurred_at, event.payload)
+            # A save's events share one stream object; an equal but distinct object
+            # only costs recomputing the same key.
+            if event.stream is not last_stream:
+                last_stream = event.stream
+                if isinstance(last_stream, str) and len(last_stream) > MAX_STREAM_ID_BYTES:
+                    _refuse(event, f"$[{position - first}]")  # too long to make a key of
+                stream = stream_key(last_stream)
+            # What the log cannot store faithfully is refused here, before any put; the
+            # message is built only for a refusal.
+            if not (
+                len(payload) <= MAX_BODY_BYTES and len(stream) <= _MAX_STREAM_KEY
+                and (not event_id or len(event_id) == 16)
+                and 0 <= occurred_at < _OFFSET and -_OFFSET <= version < _OFFSET
+            ):
+                _refuse(event, f"$[{position - first}]")
+            pkey = _pack_position(position)
+            if event_id:
+                ids.append((event_id, pkey))
+            versions.append((stream + _pack_position(version + _OFFSET), pkey))
+            body = salts[salt : salt + SALT_BYTES] + payload
+            salt += SALT_BYTES
+            # The Envelope's stored form (an array_like Struct is a msgpack array), encoded
+            # from a tuple so no Struct is built per event.
+            envelope = encode_envelope((
+                position, event_id, stream, version, event.type, now,
+                occurred_at or now, event.actor, event.principal, event.session,
+                event.scope, event.schema, sha256(body).digest(),
+            ))
+            previous = sha256(previous + envelope).digest()
+            entries.append((pkey + _ENVELOPE, envelope + previous))
+            entries.append((pkey + _BODY, body))
+            position += 1
+        if not (_put_new(txn, self._ids, ids) and _put_new(txn, self._streams, versions)):
+            _take_back(txn, self._ids, ids)
+            _take_back(txn, self._streams, versions)
+            return self._append_one_by_one(txn, events, salts)
+        # append=True refuses a key that is not past the last one; never acknowledge it.
+        if entries and log.putmulti(entries, append=True)[1] != len(entries):
+            raise LedgerCorruptError(first)
+        return cast(list[Position], list(range(first, position)))
+
+    def _append_one_by_one(
+        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
+    ) -> list[Position]:
+        # The slow path, for a batch with a repeated id or a taken stream version.
         position, previous, log = self._tail(txn)
         put_id = txn.cursor(db=self._ids).put
         put_stream = txn.cursor(db=self._streams).put
         now = time.time_ns()
         positions: list[int] = []
         entries: list[tuple[bytes, bytes]] = []
-        last_stream: StreamId | None = None
-        stream = b""
         for i, event in enumerate(events):
             pkey = _pack_position(position)
             event_id = event.event_id
@@ -250,15 +313,10 @@ class EventLog:
                 positions.append(
                     self._repeat(txn, event, int.from_bytes(seen, "big"), entries))
                 continue
-            # A save's events share one stream object; an equal but distinct object
-            # only costs recomputing the same key.
-            if event.stream is not last_stream:
-                last_stream, stream = event.stream, stream_key(event.stream)
+            stream = stream_key(event.stream)
             if not put_stream(stream + _pack_position(event.version + _OFFSET), pkey, True, False):
                 raise StreamConflictError(event.stream, event.version)
             body = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES] + event.payload
-            # The Envelope's stored form (an array_like Struct is a msgpack array), encoded
-            # from a tuple so no Struct is built per event.
             envelope = encode_envelope((
                 position, event_id, stream, event.version, event.type, now,
                 event.occurred_at or now, event.actor, event.principal, event.session,
@@ -269,7 +327,6 @@ class EventLog:
             entries.append((pkey + _BODY, body))
             positions.append(position)
             position += 1
-        # append=True refuses a key that is not past the last one; never acknowledge it.
         if entries and log.putmulti(entries, append=True)[1] != len(entries):
             raise LedgerCorruptError(int.from_bytes(entries[0][0][:8], "big"))
         return cast(list[Position], positions)
@@ -447,9 +504,11 @@ class Writing:
         self.appended = 0
 
     def append(self, events: Sequence[NewEvent]) -> list[Position]:
-        """As :meth:`EventLog.append`, committed when the block ends."""
-        for i, event in enumerate(events):
-            _check(event, i)
+        """As :meth:`EventLog.append`, committed when the block ends.
+
+        An error may leave part of the batch in the transaction: let it leave the block,
+        which then commits nothing.
+        """
         positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
         self.appended += len(events)
         return positions

@@ -70,6 +70,20 @@ def test_repeated_id_within_one_batch_is_written_once(log: EventLog) -> None:
     assert log.head() == 1
 
 
+def test_a_batch_mixing_new_events_and_repeats_indexes_each_new_event_once(
+    log: EventLog,
+) -> None:
+    # The new event before the repeat is indexed, taken back, and indexed again one by one.
+    old, a, b, stream, other = uuid4().bytes, uuid4().bytes, uuid4().bytes, uuid4(), uuid4()
+    log.append([ev(other, 0, eid=old)])
+    assert log.append([ev(stream, 0, eid=a), ev(other, 0, eid=old), ev(stream, 1, eid=b)]) == [
+        2, 1, 3]
+    assert (log.position_of(a), log.position_of(b)) == (2, 3)
+    assert [r.envelope.position for r in log.stream(stream)] == [2, 3]
+    assert [r.envelope.position for r in log.stream(other)] == [1]
+    assert verify(log).ok
+
+
 def test_reused_id_for_another_event_is_refused_and_writes_nothing(log: EventLog) -> None:
     eid = uuid4().bytes
     log.append([ev(uuid4(), 0, eid=eid)])

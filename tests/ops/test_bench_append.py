@@ -10,14 +10,14 @@ from lessonledger.ops.bench_append import run
 RATES = (
     "ours_single", "ours_batched", "raw_single", "raw_batched", "sqlite_single",
     "sqlite_batched", "app_ours", "app_popo", "replay_ours", "replay_raw",
-    "layout_single", "layout_batched",
+    "layout_single", "layout_batched", "app_sqlite",
 )
 RATIOS = (
     "ours_vs_raw_batched", "ours_vs_raw_single", "ours_vs_sqlite_batched",
     "ours_vs_sqlite_single", "raw_vs_sqlite_batched", "raw_vs_sqlite_single",
     "app_ours_vs_popo", "replay_ours_vs_raw", "ours_vs_layout_batched",
     "ours_vs_layout_single", "layout_vs_raw_batched", "layout_vs_raw_single",
-    "layout_vs_sqlite_batched", "layout_vs_sqlite_single",
+    "layout_vs_sqlite_batched", "layout_vs_sqlite_single", "app_ours_vs_sqlite",
 )
 
 
