@@ -237,9 +237,15 @@ class EventLog:
     def _append(
         self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
     ) -> list[Position]:
+        positions = self._put(txn, events, salts)
+        return self._append_one_by_one(txn, events, salts) if positions is None else positions
+
+    def _put(
+        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
+    ) -> list[Position] | None:
         # The hot path of every write. It assumes the usual case, no id seen before and no
-        # stream version taken, and puts each tree's entries in one call; when a put
-        # finds a key taken, it takes its own entries back out and goes one by one.
+        # stream version taken, and puts each tree's entries in one call. When a put finds
+        # a key taken, it takes its own entries back out and returns None.
         position, previous, log = self._tail(txn)
         first = position
         now = time.time_ns()
@@ -287,7 +293,7 @@ class EventLog:
         if not (_put_new(txn, self._ids, ids) and _put_new(txn, self._streams, versions)):
             _take_back(txn, self._ids, ids)
             _take_back(txn, self._streams, versions)
-            return self._append_one_by_one(txn, events, salts)
+            return None
         # append=True refuses a key that is not past the last one; never acknowledge it.
         if entries and log.putmulti(entries, append=True)[1] != len(entries):
             raise LedgerCorruptError(first)
@@ -296,55 +302,24 @@ class EventLog:
     def _append_one_by_one(
         self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
     ) -> list[Position]:
-        # The slow path, for a batch with a repeated id or a taken stream version.
-        position, previous, log = self._tail(txn)
-        put_id = txn.cursor(db=self._ids).put
-        put_stream = txn.cursor(db=self._streams).put
-        now = time.time_ns()
-        positions: list[int] = []
-        entries: list[tuple[bytes, bytes]] = []
+        # The slow path, for a batch holding a repeated id or a taken stream version. Each
+        # new event is put before the next is looked at, so a repeat of an event earlier
+        # in the batch finds it in the log like any other.
+        positions: list[Position] = []
         for i, event in enumerate(events):
-            pkey = _pack_position(position)
-            event_id = event.event_id
-            # One tree walk for a new id: the no-overwrite put itself reports a repeat
-            # (positional flags: dupdata=True, overwrite=False).
-            if event_id and not put_id(event_id, pkey, True, False):
-                seen = cast(bytes, txn.get(event_id, db=self._ids))
-                positions.append(
-                    self._repeat(txn, event, int.from_bytes(seen, "big"), entries))
+            seen = txn.get(event.event_id, db=self._ids) if event.event_id else None
+            if seen is not None:
+                positions.append(self._repeat(txn, event, int.from_bytes(seen, "big")))
                 continue
-            stream = stream_key(event.stream)
-            if not put_stream(stream + _pack_position(event.version + _OFFSET), pkey, True, False):
+            put = self._put(txn, events[i : i + 1], salts[i * SALT_BYTES : (i + 1) * SALT_BYTES])
+            if put is None:
                 raise StreamConflictError(event.stream, event.version)
-            body = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES] + event.payload
-            envelope = encode_envelope((
-                position, event_id, stream, event.version, event.type, now,
-                event.occurred_at or now, event.actor, event.principal, event.session,
-                event.scope, event.schema, sha256(body).digest(),
-            ))
-            previous = sha256(previous + envelope).digest()
-            entries.append((pkey + _ENVELOPE, envelope + previous))
-            entries.append((pkey + _BODY, body))
-            positions.append(position)
-            position += 1
-        if entries and log.putmulti(entries, append=True)[1] != len(entries):
-            raise LedgerCorruptError(int.from_bytes(entries[0][0][:8], "big"))
-        return cast(list[Position], positions)
+            positions += put
+        return positions
 
-    def _repeat(
-        self, txn: lmdb.Transaction, event: NewEvent, position: int,
-        pending: list[tuple[bytes, bytes]],
-    ) -> Position:
-        """Return the original position of a repeated event, or refuse a reused id.
-
-        The original may be earlier in this very batch, among the ``pending`` entries
-        not yet put.
-        """
-        first = int.from_bytes(pending[0][0][:8], "big") if pending else position + 1
-        if position >= first:
-            stored = pending[2 * (position - first)][1]
-        else:
-            stored = cast(bytes, txn.get(_key(position, _ENVELOPE), db=self._log))
+    def _repeat(self, txn: lmdb.Transaction, event: NewEvent, position: int) -> Position:
+        """Return the original position of a repeated event, or refuse a reused id."""
+        stored = cast(bytes, txn.get(_key(position, _ENVELOPE), db=self._log))
         original = decode_envelope(stored[:-LINK_BYTES])
         if (original.stream_id, original.version, original.type) != (
             event.stream, event.version, event.type
