@@ -37,12 +37,14 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
+from lessonledger.commands.erasure import Erasure, erased_positions
 from lessonledger.commands.errors import CommandError, UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
     EditLesson,
+    Erase,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
@@ -52,7 +54,7 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
-from lessonledger.ledger.events import decode_event
+from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
@@ -67,6 +69,7 @@ from lessonledger.projections.store import ViewStore
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
 VIEW_NAME = "lessons"
+ERASED = Erased.__struct_config__.tag
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
 
@@ -90,6 +93,7 @@ class Ledger:
         self._records = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
+        self._erased_since_rebuild = False
         self._open_views(rules, embedder)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
@@ -135,13 +139,35 @@ class Ledger:
                 self.view.apply(record)
                 if record.envelope.type in TRIGGERS and record.payload is not None:
                     self._react(record, log, append)
+                elif record.envelope.type == ERASED:
+                    self._erased_since_rebuild = True
             if self.view.position == start:
                 return
 
     def _settle(self) -> None:
+        if self._erased_since_rebuild:
+            self._rebuild()
         if self.view.position - self._saved_at >= _SAVE_EVERY:
             self.save_view()
         self.recaller.sync()
+
+    def _rebuild(self) -> None:
+        """Fold the log afresh into new views, and replace the saved ones.
+
+        After an erasure, so that nothing derived from an erased body stays in memory,
+        in the saved view or in the vector index. The policies do not run: they acted
+        when these events were new.
+        """
+        self._erased_since_rebuild = False
+        view = LessonView(self.view.rules)
+        for record in self.log.scan():
+            view.apply(record)
+        self.view = view
+        self.recaller = Recaller(self.recaller.directory, self.log, view,
+                                 self.recaller.embedder, fresh=True)
+        self._store.drop(VIEW_NAME)
+        self.save_view()
+        self.recaller.save()
 
     def _react(self, record: Record, log: EventLog | Writing,
                append: Callable[[list[NewEvent]], object]) -> None:
@@ -179,6 +205,15 @@ class Ledger:
             StreamConflictError: another writer changed the lesson meanwhile.
         """
         parent = command_id(command.key)
+        with self._transaction() as writing:
+            outcome = self._receipt(parent, writing) or self._decide(command, parent, writing)
+        if isinstance(outcome, CommandError):
+            raise outcome
+        return outcome
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Writing]:
+        """The log's write transaction, with the view caught up inside it; settle after."""
         with self._lock:
             writing: Writing | None = None
             try:
@@ -186,17 +221,13 @@ class Ledger:
                 # recalled in a session is in play for that session's outcome.
                 with self._records.writing() as writing:
                     self._fold(writing, writing.append)
-                    outcome = self._receipt(parent, writing) or self._decide(
-                        command, parent, writing)
+                    yield writing
             except BaseException:
                 if writing is not None and writing.appended:
                     # The view folded events that were never committed: open it afresh.
                     self._open_views(self.view.rules, self.recaller.embedder)
                 raise
             self._settle()
-            if isinstance(outcome, CommandError):
-                raise outcome
-            return outcome
 
     def _decide(self, command: AnyCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:
@@ -254,6 +285,35 @@ class Ledger:
     def reconcile(self, **fields: Any) -> Receipt:
         """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
         return self.execute(command_from(fields, Reconcile))
+
+    def erase(self, **fields: Any) -> Erasure:
+        """Erase content for good; see :class:`Erase` and :mod:`.erasure` for what goes.
+
+        The bodies go in the transaction that records the ``Erased`` event (which names
+        them), and the views are rebuilt without them before this returns. The bytes
+        stay in the home's free pages until it is compacted (``lessonledger compact``).
+        A retry with the same ``key`` erases nothing more and returns the original.
+
+        Raises:
+            CommandError: the command is refused; nothing was written.
+        """
+        command = command_from(fields, Erase)
+        eid = derived_id(command_id(command.key), "0")
+        with self._transaction() as writing:
+            position = writing.position_of(eid.bytes)
+            if position is None:
+                erased = erased_positions(writing, command)
+                [position] = writing.append([new_event(
+                    Erased(what=command.what, subject=command.subject, by=command.actor,
+                           reason=command.reason, positions=erased),
+                    stream=eid, version=0, event_id=eid, actor=command.actor,
+                    principal=command.principal, session=command.session,
+                    occurred_at=occurred_ns(command.occurred_at))])
+                writing.erase_bodies(erased)
+                self._fold(writing, writing.append)
+            event = decode_event(cast_bytes(writing.read(position, limit=1)[0].payload))
+        assert isinstance(event, Erased)
+        return Erasure(position, event.positions)
 
     # -- queries ---------------------------------------------------------------------
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
 from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.events import (
+    ErasureKind,
     Key,
     LessonKind,
     Longevity,
@@ -30,6 +31,7 @@ __all__ = [
     "AnyCommand",
     "DeclareEnvironmentChange",
     "EditLesson",
+    "Erase",
     "ObserveOutcome",
     "Operation",
     "ProposeLesson",
@@ -39,6 +41,7 @@ __all__ = [
     "decode_command",
 ]
 
+C = TypeVar("C", bound="_Command")
 IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
 Label = Annotated[str, Meta(max_length=200)]
 
@@ -129,6 +132,19 @@ class Reconcile(_Command, frozen=True, kw_only=True, tag="reconcile"):
     now: datetime
 
 
+class Erase(_Command, frozen=True, kw_only=True, tag="erase"):
+    """Delete content for good: a principal's, a session's, one lesson's or one outcome's.
+
+    The bodies go in the transaction that records the erasure; envelopes and the chain
+    stay, so the history still verifies. Not an agent's command (``publish`` refuses it):
+    a person or an operator runs it through :meth:`Ledger.erase` or ``lessonledger erase``.
+    """
+
+    what: ErasureKind
+    subject: Key
+    reason: Text = ""
+
+
 AnyCommand = (
     ObserveOutcome | ProposeLesson | EditLesson | RetireLesson | DeclareEnvironmentChange
     | Reconcile
@@ -142,7 +158,7 @@ def decode_command(line: bytes | str) -> AnyCommand:
     return _json.decode(line)
 
 
-def command_from(fields: dict[str, Any], kind: type[AnyCommand]) -> AnyCommand:
+def command_from(fields: dict[str, Any], kind: type[C]) -> C:
     """Build a command from keyword fields, refusing bad ones as the JSON path does."""
     try:
         return msgspec.convert(fields, kind)

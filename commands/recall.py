@@ -70,20 +70,26 @@ class Recaller:
     """Ranks candidates, and keeps them and the vector index in step with the lesson view."""
 
     def __init__(self, directory: Path, log: EventLog, view: LessonView,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, *, fresh: bool = False) -> None:
         self.embedder = embedder or default_embedder()
-        self._dir, self._log, self._view = directory, log, view
+        self.directory, self._log, self._view = directory, log, view
         # By project: the view generations they were gathered at, and the candidates.
         self._candidates: collections.OrderedDict[
             str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
-        with _locked(directory, exclusive=False):
-            opened = VectorIndex.open(directory, self.embedder)
+        opened = None
+        if not fresh:
+            with _locked(directory, exclusive=False):
+                opened = VectorIndex.open(directory, self.embedder)
         if opened is None or opened[1] > view.position:
             self.index = self.rebuild()
         else:
             self.index = opened[0]
-            # Whatever the view folded after the index was saved must be re-checked.
+            # Whatever the view folded after the index was saved must be re-checked, and
+            # a lesson the view no longer has at all was erased since.
             view.changed.update(view.lessons)
+            for lesson_id in self.index.lesson_ids():
+                if lesson_id not in view.lessons:
+                    self.index.remove(lesson_id)
         self.sync()
 
     # -- the index as a projection ------------------------------------------------------
@@ -126,8 +132,8 @@ class Recaller:
     def save(self) -> None:
         """Save the index with the view position it reflects."""
         self.sync()
-        with _locked(self._dir, exclusive=True):
-            self.index.save(self._dir, self._view.position)
+        with _locked(self.directory, exclusive=True):
+            self.index.save(self.directory, self._view.position)
 
     # -- queries ------------------------------------------------------------------------
 

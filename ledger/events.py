@@ -28,6 +28,7 @@ __all__ = [
     "DeltaRejected",
     "EnvironmentChanged",
     "Erased",
+    "ErasureKind",
     "FactLearned",
     "Key",
     "LessonConfirmed",
@@ -264,13 +265,21 @@ class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
     tool: Name
 
 
-class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
-    """Content was erased for good: what, by whom and why, never the content itself."""
+ErasureKind = Literal["principal", "session", "lesson", "outcome"]
 
-    what: Literal["principal", "session", "lesson", "outcome"]
+
+class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
+    """Content was erased for good: what, by whom and why, never the content itself.
+
+    ``positions`` names the events whose bodies went, so that an auditor sees what the
+    erasure took and a replica that applies it deletes the same bodies.
+    """
+
+    what: ErasureKind
     subject: Key
     by: Name
     reason: Text
+    positions: list[Annotated[int, Meta(ge=1)]] = []
 
 
 AnyEvent = (

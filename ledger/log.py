@@ -333,8 +333,8 @@ class EventLog:
         The bytes stay in LMDB's free pages until the home is compacted.
         Returns how many bodies were present and are now gone.
         """
-        with self._env.begin(write=True) as txn:
-            return sum(bool(txn.delete(_key(p, _BODY), db=self._log)) for p in positions)
+        with self.writing() as writing:
+            return writing.erase_bodies(positions)
 
     # -- reading -------------------------------------------------------------------
 
@@ -487,6 +487,10 @@ class Writing:
         positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
         self.appended += len(events)
         return positions
+
+    def erase_bodies(self, positions: Sequence[int]) -> int:
+        """As :meth:`EventLog.erase_bodies`, committed when the block ends."""
+        return sum(bool(self._txn.delete(_key(p, _BODY), db=self._log._log)) for p in positions)
 
     def scan(self, start: int = 1) -> Iterator[Record]:
         """Every record from ``start`` on, including this block's own appends so far."""

@@ -1,0 +1,136 @@
+"""Erasure: which stored bodies an :class:`Erase` deletes, decided from the log itself.
+
+- ``principal`` / ``session``: every event whose envelope names that principal or
+  session (earlier erasures excepted). The policies stamp what they decide with the
+  trigger's principal and session, so lessons learned from someone's outcomes go with
+  them.
+- ``lesson``: every event about that lesson (its proposal and each confirmation,
+  contradiction, promotion, demotion or supersede naming it).
+- ``outcome``: the outcome, everything the policies decided from it, and every event
+  about the lessons they proposed from it.
+
+Envelopes hold no content (DESIGN §3), so they stay, and the chain with them. What the
+views derived from the erased bodies goes when they are rebuilt from the log without
+them (:meth:`Ledger.erase` does that, and so does every process that folds the
+``Erased`` event). The bytes leave the file only at the next compaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import NamedTuple
+from uuid import UUID
+
+from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
+from lessonledger.commands.messages import Erase
+from lessonledger.commands.policies import trigger_id
+from lessonledger.ledger.events import LessonProposed, OutcomeObserved, decode_event
+from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.log import Record, Writing
+
+__all__ = ["Erasure", "UnknownOutcomeError", "erased_positions"]
+
+#: The events that name a lesson in their body (``lesson_id``).
+_ABOUT_A_LESSON = frozenset({
+    "lesson.proposed", "lesson.confirmed", "lesson.contradicted", "lesson.promoted",
+    "lesson.demoted", "lesson.superseded",
+})
+
+
+class Erasure(NamedTuple):
+    """What an erasure did.
+
+    Attributes:
+        position: the ``Erased`` event's.
+        erased: the positions whose bodies it deleted.
+    """
+
+    position: int
+    erased: list[int]
+
+
+class UnknownOutcomeError(InvalidCommandError, KeyError):
+    """No outcome with this id is in the log (or its body is already erased)."""
+
+    def __init__(self, outcome_id: UUID) -> None:
+        msg = f"no outcome {outcome_id} in the log; check the id with `lessonledger log`"
+        super().__init__(msg, "$.subject")
+        self.outcome_id = outcome_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def erased_positions(log: Writing, command: Erase) -> list[int]:
+    """Return, in order, the positions whose bodies ``command`` erases (present ones only).
+
+    Raises:
+        InvalidCommandError: a lesson or outcome subject is not a UUID.
+        UnknownLessonError: no lesson with that id was ever proposed.
+        UnknownOutcomeError: no outcome with that id is in the log.
+    """
+    what, subject = command.what, command.subject
+    if what in ("principal", "session"):
+        # Erasures themselves stay: they are the audit trail, and what replicas apply.
+        return [r.envelope.position for r in log.scan()
+                if r.payload is not None and r.envelope.type != "erasure.erased"
+                and getattr(r.envelope, what) == subject]
+    target = _uuid(subject)
+    if what == "lesson":
+        positions = _about(log.scan(), {target})
+        if not positions:
+            raise UnknownLessonError(target)
+        return positions
+    return _outcome(log, target)
+
+
+def _uuid(subject: str) -> UUID:
+    try:
+        return UUID(subject)
+    except ValueError:
+        msg = f"subject {subject!r} is not a UUID; a lesson or an outcome is named by its id"
+        raise InvalidCommandError(msg, "$.subject") from None
+
+
+def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
+    """Positions of the present bodies that name one of ``lessons``."""
+    positions = []
+    for record in records:
+        if record.payload is None or record.envelope.type not in _ABOUT_A_LESSON:
+            continue
+        if getattr(decode_event(record.payload), "lesson_id", None) in lessons:
+            positions.append(record.envelope.position)
+    return positions
+
+
+def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
+    """The outcome, what the policies decided from it, and its lessons' events."""
+    outcome = next((r for r in log.scan() if r.payload is not None
+                    and r.envelope.type == "outcome.observed"
+                    and _outcome_id(r.payload) == outcome_id), None)
+    if outcome is None:
+        raise UnknownOutcomeError(outcome_id)
+    positions = {outcome.envelope.position}
+    lessons: set[UUID] = set()
+    trigger = trigger_id(outcome.envelope)
+    # The policies' events carry ids derived from their trigger's, numbered from 0.
+    for i in itertools.count():
+        position = log.position_of(derived_id(trigger, f"policy:{i}").bytes)
+        if position is None:
+            break
+        positions.add(position)
+        record = log.read(position, limit=1)[0]
+        if record.payload is not None:
+            event = decode_event(record.payload)
+            if isinstance(event, LessonProposed):
+                lessons.add(event.lesson_id)
+    if lessons:
+        positions.update(_about(log.scan(), lessons))
+    return sorted(p for p in positions
+                  if log.read(p, limit=1)[0].payload is not None)
+
+
+def _outcome_id(payload: bytes) -> UUID | None:
+    event = decode_event(payload)
+    return event.outcome_id if isinstance(event, OutcomeObserved) else None

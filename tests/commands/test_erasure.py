@@ -1,0 +1,169 @@
+"""Erasure through the public API: what each kind takes, what stays, and who forgets.
+
+The residue on disk (the erased bytes gone from every file once the home is compacted)
+is tested with the CLI in tests/ops/test_erasure_cli.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+from lesson_agent import AVOID, P1, P2, PREFER, T0, Agent, day
+from lessonledger.commands import Ledger, Operation, UnknownLessonError, open_ledger
+from lessonledger.commands.erasure import UnknownOutcomeError
+from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.ledger import VIEW_NAME
+from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
+from lessonledger.ledger.verify import verify
+from lessonledger.projections.store import ViewStore
+
+ALICE_TARGET, BOB_TARGET = "alice-private-repo", "bob-private-repo"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with open_ledger(tmp_path, sync=False) as opened:
+        yield opened
+
+
+def learn(ledger: Ledger, key: str, project: str, principal: str, target: str,
+          session: str = "s1") -> UUID:
+    """An outcome of ``principal``'s from which the loop learns a lesson; its outcome id."""
+    receipt = ledger.observe_outcome(
+        key=key, project=project, principal=principal, session=session, passed=True,
+        occurred_at=T0, operations=[
+            Operation(op=AVOID, target=target, ok=False, error=f"{target}: no conftest"),
+            Operation(op=PREFER, target=target, ok=True, order=1)])
+    return receipt.ids["outcome_id"]
+
+
+def lessons_on(ledger: Ledger, target: str) -> list[UUID]:
+    return [row.lesson_id for row in ledger.view.lessons.values() if row.target == target]
+
+
+def bodies(ledger: Ledger) -> dict[int, bytes | None]:
+    return {r.envelope.position: r.payload for r in ledger.log.scan()}
+
+
+def test_erasing_a_principal_takes_their_events_and_what_was_learned_from_them(
+        ledger: Ledger) -> None:
+    alice = learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    learn(ledger, "b1", P2, "bob", BOB_TARGET)
+    assert lessons_on(ledger, ALICE_TARGET)
+    assert lessons_on(ledger, BOB_TARGET)
+    before = bodies(ledger)
+    alices = [r.envelope.position for r in ledger.log.scan() if r.envelope.principal == "alice"]
+    assert len(alices) >= 2  # the outcome and the lesson the policies learned from it
+
+    erasure = ledger.erase(key="erase-alice", what="principal", subject="alice",
+                           reason="data subject request", actor="auditor")
+
+    assert erasure.erased == alices
+    after = bodies(ledger)
+    assert all(after[p] is None for p in alices)
+    assert {p: b for p, b in after.items() if p not in alices and p < erasure.position} == {
+        p: b for p, b in before.items() if p not in alices}
+    recorded = decode_event(after[erasure.position] or b"")
+    assert isinstance(recorded, Erased)
+    assert (recorded.what, recorded.subject, recorded.by, recorded.positions) == (
+        "principal", "alice", "auditor", alices)
+    report = verify(ledger.log)
+    assert report.ok
+    assert report.erased == alices
+    # Nothing derived from alice's events is left in the view; bob's lesson is untouched.
+    assert lessons_on(ledger, ALICE_TARGET) == []
+    assert alice not in ledger.view.outcomes
+    assert not any(ALICE_TARGET in key for key in ledger.view.failures)
+    assert len(lessons_on(ledger, BOB_TARGET)) == 1
+    assert [r.target for r in ledger.lessons(P1, record=False)] == []
+    # A retry erases nothing more and answers as the first time did.
+    head = ledger.log.head()
+    assert ledger.erase(key="erase-alice", what="principal", subject="alice") == erasure
+    assert ledger.log.head() == head
+
+
+def test_the_saved_view_and_the_vector_index_forget_too(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+        learn(ledger, "b1", P2, "bob", BOB_TARGET)
+        [alices_lesson] = lessons_on(ledger, ALICE_TARGET)
+        ledger.save_view()
+        ledger.recaller.save()
+        ledger.erase(key="e", what="principal", subject="alice")
+    with open_ledger(tmp_path, sync=False) as reopened:
+        store = ViewStore(reopened.log.home)
+        saved = store.load(VIEW_NAME)
+        assert saved is not None
+        assert ALICE_TARGET.encode() not in saved[1]
+        assert BOB_TARGET.encode() in saved[1]
+        assert alices_lesson not in reopened.recaller.index
+        assert lessons_on(reopened, ALICE_TARGET) == []
+
+
+def test_another_ledger_on_the_home_forgets_when_it_folds_the_erasure(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as first, open_ledger(tmp_path, sync=False) as other:
+        learn(first, "a1", P1, "alice", ALICE_TARGET)
+        other.catch_up()
+        [lesson] = lessons_on(other, ALICE_TARGET)
+        assert lesson in other.recaller.index
+        first.erase(key="e", what="principal", subject="alice")
+        other.catch_up()
+        assert lessons_on(other, ALICE_TARGET) == []
+        assert lesson not in other.recaller.index
+
+
+def test_erasing_a_session_takes_only_that_session(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET, session="s-private")
+    learn(ledger, "a2", P2, "alice", BOB_TARGET, session="s-kept")
+    erasure = ledger.erase(key="e", what="session", subject="s-private")
+    assert erasure.erased
+    assert lessons_on(ledger, ALICE_TARGET) == []
+    assert len(lessons_on(ledger, BOB_TARGET)) == 1
+
+
+def test_erasing_a_lesson_takes_its_events_and_leaves_the_outcome(ledger: Ledger) -> None:
+    agent = Agent(ledger)
+    outcome = learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    [lesson] = lessons_on(ledger, ALICE_TARGET)
+    agent.confirm(P1, "s2", lesson, when=day(1))
+    erasure = ledger.erase(key="e", what="lesson", subject=str(lesson))
+    assert len(erasure.erased) == 2  # its proposal and its confirmation
+    assert lessons_on(ledger, ALICE_TARGET) == []
+    assert outcome in ledger.view.outcomes
+
+
+def test_erasing_an_outcome_takes_what_the_policies_learned_from_it(ledger: Ledger) -> None:
+    outcome = learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    kept = learn(ledger, "b1", P2, "bob", BOB_TARGET)
+    erasure = ledger.erase(key="e", what="outcome", subject=str(outcome))
+    gone = [decode_event(p) for p in bodies(ledger).values() if p is not None]
+    assert not any(isinstance(e, OutcomeObserved) and e.outcome_id == outcome for e in gone)
+    assert len(erasure.erased) >= 2
+    assert lessons_on(ledger, ALICE_TARGET) == []
+    assert kept in ledger.view.outcomes
+
+
+def test_a_refused_erasure_writes_nothing(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    head = ledger.log.head()
+    with pytest.raises(UnknownLessonError):
+        ledger.erase(key="e1", what="lesson", subject=str(uuid4()))
+    with pytest.raises(UnknownOutcomeError):
+        ledger.erase(key="e2", what="outcome", subject=str(uuid4()))
+    with pytest.raises(InvalidCommandError) as bad:
+        ledger.erase(key="e3", what="lesson", subject="not-a-uuid")
+    assert bad.value.field == "$.subject"
+    with pytest.raises(InvalidCommandError):
+        ledger.erase(key="e4", what="everything", subject="alice")
+    assert ledger.log.head() == head
+    assert lessons_on(ledger, ALICE_TARGET)
+
+
+def test_an_erasure_record_is_never_erased_by_a_later_one(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    first = ledger.erase(key="e1", what="principal", subject="alice", principal="ops")
+    ledger.erase(key="e2", what="principal", subject="ops", principal="ops")
+    assert bodies(ledger)[first.position] is not None
