@@ -87,9 +87,8 @@ class Recaller:
             # Whatever the view folded after the index was saved must be re-checked, and
             # a lesson the view no longer has at all was erased since.
             view.changed.update(view.lessons)
-            for lesson_id in self.index.lesson_ids():
-                if lesson_id not in view.lessons:
-                    self.index.remove(lesson_id)
+            if opened[1] < view.position:
+                self.index.keep_only(view.lessons)
         self.sync()
 
     # -- the index as a projection ------------------------------------------------------

@@ -289,6 +289,14 @@ class VectorIndex:
         """Every indexed lesson, in key order."""
         return [UUID(int=u) for u, _ in sorted(self._keys().items(), key=lambda kv: kv[1])]
 
+    def keep_only(self, lesson_ids: Iterable[UUID]) -> int:
+        """Remove every lesson not among ``lesson_ids``; return how many went."""
+        kept = {lesson_id.int for lesson_id in lesson_ids}
+        gone = [UUID(int=u) for u in self._keys() if u not in kept]
+        for lesson_id in gone:
+            self.remove(lesson_id)
+        return len(gone)
+
     def search(self, vector: npt.ArrayLike, k: int, *,
                exact: bool = False) -> list[tuple[UUID, float]]:
         """The k lessons most similar to a vector.

@@ -6,6 +6,7 @@ is tested with the CLI in tests/ops/test_erasure_cli.py.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -167,3 +168,20 @@ def test_an_erasure_record_is_never_erased_by_a_later_one(ledger: Ledger) -> Non
     first = ledger.erase(key="e1", what="principal", subject="alice", principal="ops")
     ledger.erase(key="e2", what="principal", subject="ops", principal="ops")
     assert bodies(ledger)[first.position] is not None
+
+
+def test_an_index_saved_before_the_erasure_is_pruned_on_open(tmp_path: Path) -> None:
+    # Another process may save its older index after the erasure rebuilt this one.
+    with open_ledger(tmp_path, sync=False) as ledger:
+        learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+        learn(ledger, "b1", P2, "bob", BOB_TARGET)
+        [alices_lesson] = lessons_on(ledger, ALICE_TARGET)
+        [bobs_lesson] = lessons_on(ledger, BOB_TARGET)
+        ledger.recaller.save()
+        shutil.copytree(tmp_path / "vectors", tmp_path / "old-vectors")
+        ledger.erase(key="e", what="principal", subject="alice")
+    shutil.rmtree(tmp_path / "vectors")
+    shutil.copytree(tmp_path / "old-vectors", tmp_path / "vectors")
+    with open_ledger(tmp_path, sync=False) as reopened:
+        assert alices_lesson not in reopened.recaller.index
+        assert bobs_lesson in reopened.recaller.index
