@@ -11,7 +11,9 @@ erasure is: delete the bodies
 LMDB cannot swap its file under an open map, so compaction needs the home closed in
 every process. Every opener holds a shared flock on ``home.lock`` (see
 :mod:`lessonledger.ledger.lmdb_env`); compaction takes it exclusively, without waiting,
-and holds it throughout, so nobody opens the home until the new file is in place.
+and holds it throughout, so nobody opens the home until the new file is in place. Only
+openers that go through :func:`~lessonledger.ledger.lmdb_env.acquire` take that lock: an
+outside LMDB tool on a live home is not seen.
 
 Each step leaves an openable home with every committed event, should the process die
 there: the copy goes to a temporary directory inside the home, which LMDB never looks
