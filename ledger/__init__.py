@@ -7,6 +7,7 @@ infrastructure factory in this namespace (eventsourcing requires exactly one).
 from lessonledger.ledger.envelope import MAX_BODY_BYTES, Envelope, Position
 from lessonledger.ledger.errors import (
     BodyTooLargeError,
+    HomeBusyError,
     IdempotencyConflictError,
     InvalidEventError,
     LedgerConfigError,
@@ -28,6 +29,7 @@ __all__ = [
     "BodyTooLargeError",
     "Envelope",
     "EventLog",
+    "HomeBusyError",
     "IdempotencyConflictError",
     "InvalidEventError",
     "LMDBAggregateRecorder",

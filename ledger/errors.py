@@ -15,6 +15,7 @@ from eventsourcing.persistence import (
 
 __all__ = [
     "BodyTooLargeError",
+    "HomeBusyError",
     "IdempotencyConflictError",
     "InvalidEventError",
     "LedgerConfigError",
@@ -30,6 +31,22 @@ class LessonLedgerError(Exception):
 
 class LedgerConfigError(LessonLedgerError, ProgrammingError):
     """A ledger setting is missing or malformed."""
+
+
+class HomeBusyError(LedgerConfigError):
+    """The home is open somewhere, so it cannot be compacted now; nothing was changed.
+
+    Attributes:
+        path: the home's directory.
+    """
+
+    def __init__(self, path: str) -> None:
+        msg = (
+            f"ledger home {path} is open in another process (or this one); "
+            "stop the agents using it, then run `lessonledger compact`"
+        )
+        super().__init__(msg)
+        self.path = path
 
 
 class InvalidEventError(LessonLedgerError, DataError, ValueError):

@@ -3,10 +3,16 @@
 LMDB forbids opening the same environment twice in one process, while eventsourcing
 builds a factory per application, view and runner; so environments are opened here
 once, reference-counted, and closed when the last user lets go.
+
+While a process has a home open it holds a shared ``flock`` on ``<home>/home.lock``.
+LMDB cannot swap its data file under an open map, so compaction (see
+:mod:`lessonledger.ledger.compaction`) must know that nobody, in any process, has the
+home open: it takes the same lock exclusively, and fails fast when it cannot.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from dataclasses import dataclass, field
@@ -14,12 +20,21 @@ from dataclasses import dataclass, field
 import lmdb
 from lessonledger.ledger.errors import LedgerConfigError
 
-__all__ = ["DEFAULT_MAP_SIZE", "LMDBHome", "acquire", "release"]
+__all__ = [
+    "DEFAULT_MAP_SIZE",
+    "LOCK_FILE",
+    "LMDBHome",
+    "acquire",
+    "open_environment",
+    "release",
+]
 
 #: Address space reserved for the map. LMDB files are sparse, so this costs nothing
 #: until used; it only bounds how large one home can grow.
 DEFAULT_MAP_SIZE = 64 << 30
 _MAX_DBS = 128
+#: The file whose flock says who has a home open: shared while open, exclusive to compact.
+LOCK_FILE = "home.lock"
 
 
 @dataclass
@@ -30,11 +45,13 @@ class LMDBHome:
         path: the real path of the environment's directory.
         env: the open environment.
         sync: True when every commit is fsynced before it returns.
+        lock_fd: the open ``home.lock``, holding this process's shared flock.
     """
 
     path: str
     env: lmdb.Environment
     sync: bool
+    lock_fd: int
     users: int = 0
     listeners: dict[str, set[threading.Event]] = field(default_factory=dict)
     _dbs: dict[bytes, lmdb._Database] = field(default_factory=dict)
@@ -76,8 +93,52 @@ _homes: dict[str, LMDBHome] = {}
 _homes_lock = threading.Lock()
 
 
+def open_environment(
+    path: str, *, sync: bool, map_size: int = DEFAULT_MAP_SIZE
+) -> lmdb.Environment:
+    """Open the LMDB environment in the directory ``path`` with the ledger's settings.
+
+    Only for a caller that already holds ``home.lock`` (:func:`acquire` does; so does
+    compaction): LMDB forbids opening one environment twice in a process.
+
+    Raises:
+        LedgerConfigError: LMDB cannot open it.
+    """
+    try:
+        return lmdb.open(path, map_size=map_size, max_dbs=_MAX_DBS, sync=sync, metasync=sync,
+                         max_readers=512)
+    except lmdb.Error as e:
+        msg = f"cannot open ledger home {path!r}: {e}; check the path and its permissions"
+        raise LedgerConfigError(msg) from e
+
+
+def _lock_shared(real: str) -> int:
+    """Open ``home.lock`` and take a shared flock on it, waiting out a compaction.
+
+    Blocking rather than failing: a compaction is short (a compacting copy and a rename)
+    and holds the lock exclusively only while it runs, so an agent starting meanwhile
+    just starts a moment later, on the compacted file. flock, not fcntl: a flock belongs
+    to the open file, so closing another descriptor of the same file (fcntl's trap) never
+    drops it, and a second open in this process (compaction's own) conflicts with it.
+    """
+    try:
+        # Python opens descriptors non-inheritable, so a child process never keeps it.
+        fd = os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        msg = f"cannot open {LOCK_FILE} in ledger home {real!r}: {e.strerror}; check permissions"
+        raise LedgerConfigError(msg) from e
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -> LMDBHome:
-    """Open (or share) the environment at ``path``.
+    """Open (or share) the environment at ``path``, holding its ``home.lock`` shared.
+
+    Opening waits while another process (or thread) compacts the home.
 
     Args:
         path: a directory; created if missing.
@@ -97,24 +158,36 @@ def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -
     real = os.path.realpath(path)
     with _homes_lock:
         home = _homes.get(real)
-        if home is None:
-            try:
-                env = lmdb.open(
-                    real, map_size=map_size, max_dbs=_MAX_DBS, sync=sync, metasync=sync,
-                    max_readers=512,
-                )
-            except lmdb.Error as e:
-                msg = f"cannot open ledger home {real!r}: {e}; check the path and its permissions"
-                raise LedgerConfigError(msg) from e
-            home = _homes[real] = LMDBHome(real, env, sync)
-        elif home.sync != sync:
-            msg = (
-                f"ledger home {real!r} is already open in this process with sync={home.sync}; "
-                "use one durability setting per home and process"
-            )
-            raise LedgerConfigError(msg)
+        if home is not None:
+            return _share(home, sync)
+    # The lock is taken before LMDB opens the file and outside _homes_lock, so waiting
+    # out a compaction of this home never holds up opening other homes.
+    fd = _lock_shared(real)
+    with _homes_lock:
+        home = _homes.get(real)
+        if home is not None:  # another thread opened it meanwhile: its lock is enough
+            os.close(fd)
+            return _share(home, sync)
+        try:
+            env = open_environment(real, sync=sync, map_size=map_size)
+        except BaseException:
+            os.close(fd)
+            raise
+        home = _homes[real] = LMDBHome(real, env, sync, fd)
         home.users += 1
         return home
+
+
+def _share(home: LMDBHome, sync: bool) -> LMDBHome:
+    """Count one more user of an open home, if it has the durability asked for."""
+    if home.sync != sync:
+        msg = (
+            f"ledger home {home.path!r} is already open in this process with "
+            f"sync={home.sync}; use one durability setting per home and process"
+        )
+        raise LedgerConfigError(msg)
+    home.users += 1
+    return home
 
 
 def release(home: LMDBHome) -> None:
@@ -124,3 +197,4 @@ def release(home: LMDBHome) -> None:
         if home.users <= 0 and _homes.get(home.path) is home:
             del _homes[home.path]
             home.env.close()
+            os.close(home.lock_fd)  # drops the shared flock, now that LMDB is closed

@@ -17,7 +17,7 @@ import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
-from lessonledger.ops import lesson_commands, recall_commands
+from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
 from lessonledger.ops.config import HOME_ENV, default_home, open_log
 from lessonledger.ops.render import print_json, progress, record_json, record_line
 
@@ -215,6 +215,7 @@ def _parser() -> argparse.ArgumentParser:
         run=_cmd_demo)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
+    erasure_commands.register(sub, _Parser)
     bench = sub.add_parser("bench", help="measure against baselines in the same run")
     which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
                                  parser_class=_Parser)
