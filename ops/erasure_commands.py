@@ -1,21 +1,31 @@
-"""``lessonledger compact``: getting erased bytes out of the home's files.
+"""``lessonledger erase`` and ``compact``: deleting content for good.
 
-Erasing a body deletes it from the log, but LMDB keeps deleted bytes in free pages until
-the file is rewritten, and rewriting it needs the home closed in every process. Each
-command here is a ``_cmd_*`` function and a few lines in :func:`register`.
+Erasing deletes bodies from the log (and rebuilds the views without them), but LMDB keeps
+deleted bytes in free pages until the file is rewritten, and rewriting it needs the home
+closed in every process. So ``erase`` compacts right after, and says so when it could not
+(another process has the home open): the erasure is complete only once ``compact`` ran.
+Each command here is a ``_cmd_*`` function and a few lines in :func:`register`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
+from uuid import uuid4
 
 import msgspec
-from lessonledger.ledger.compaction import compact
+from lessonledger.ledger.compaction import Compacted, compact
+from lessonledger.ledger.errors import HomeBusyError
 from lessonledger.ops.config import require_home
+from lessonledger.ops.lesson_commands import find_lesson, open_lessons
 from lessonledger.ops.render import print_json
 
-__all__ = ["register"]
+__all__ = ["EXIT_COMPACTION_PENDING", "register"]
+
+#: Exit code of an erasure whose bytes wait for a compaction (the home is open elsewhere).
+EXIT_COMPACTION_PENDING = 3
+_KINDS = ("principal", "session", "lesson", "outcome")
 
 
 def _size(count: int) -> str:
@@ -28,6 +38,42 @@ def _size(count: int) -> str:
         if value < 1000 or unit == "GB":
             break
     return f"{value:.1f} {unit}"
+
+
+def _cmd_erase(args: argparse.Namespace) -> int:
+    what, subject = next((kind, getattr(args, kind)) for kind in _KINDS
+                         if getattr(args, kind) is not None)
+    with open_lessons(args.home) as ledger:
+        if what == "lesson":
+            subject = str(find_lesson(ledger, subject))
+        erasure = ledger.erase(key=args.key or f"erase:{uuid4()}", what=what,
+                               subject=subject, reason=args.reason, actor=args.by)
+    compacted: Compacted | None = None
+    pending = ""
+    if not args.no_compact:
+        try:
+            compacted = compact(str(args.home))
+        except HomeBusyError as e:
+            pending = str(e)
+    if args.json:
+        print_json({"what": what, "subject": subject, "position": erasure.position,
+                    "erased": erasure.erased, "compacted": msgspec.to_builtins(compacted),
+                    "pending": pending or None})
+    else:
+        print(f"erased {len(erasure.erased):,} bodies of {what} {subject}, recorded at "
+              f"position {erasure.position:,}; the views were rebuilt without them")
+        if compacted is not None:
+            print(f"compacted: {_size(compacted.bytes_before)} -> "
+                  f"{_size(compacted.bytes_after)} in {compacted.seconds:.2f} s; "
+                  "no erased byte is left in the home's files")
+        elif args.no_compact:
+            print("not compacted: the erased bytes stay in free pages until "
+                  "`lessonledger compact` runs")
+    if pending:
+        print(f"lessonledger: erased, but the bytes stay until compaction: {pending}",
+              file=sys.stderr)
+        return EXIT_COMPACTION_PENDING
+    return 0
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
@@ -45,6 +91,30 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     """Add the erasure commands to the CLI's sub-parsers."""
+    erase = sub.add_parser("erase", help=(
+        "delete a principal's, a session's, a lesson's or an outcome's content for good"),
+        description=(
+        "Deletes the bodies of the events it names, in the transaction that records an "
+        "Erased event listing them; envelopes and the hash chain stay, so `verify` still "
+        "passes and reports them as erased. The lesson view and the vector index are "
+        "rebuilt without them, here and in every process that reads the erasure. Then "
+        "the home is compacted so the bytes leave its files; if another process has the "
+        "home open, that waits: exit code 3, and run `lessonledger compact` once it "
+        "stops."))
+    kind = erase.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--principal", help="every event whose envelope names this principal")
+    kind.add_argument("--session", help="every event of this agent session")
+    kind.add_argument("--lesson", help="a lesson (id or unique prefix) and every event "
+                      "about it")
+    kind.add_argument("--outcome", help="an outcome id, and what the policies learned "
+                      "from it")
+    erase.add_argument("--reason", required=True, help="why, for the record (no content)")
+    erase.add_argument("--by", default="operator", help="who erases (default: operator)")
+    erase.add_argument("--key", help="idempotency key, to retry safely (default: a fresh one)")
+    erase.add_argument("--no-compact", action="store_true",
+                       help="leave the compaction for later (`lessonledger compact`)")
+    erase.add_argument("--json", action="store_true", help="print the result as JSON")
+    erase.set_defaults(run=_cmd_erase)
     compacting = sub.add_parser("compact", help=(
         "rewrite the home's file without free pages, so erased bytes are gone; "
         "needs every process using the home stopped"))

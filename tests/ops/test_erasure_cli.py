@@ -1,4 +1,4 @@
-"""``lessonledger compact`` as a person and a script use it."""
+"""``lessonledger erase`` and ``compact`` as a person and a script use them."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from lessonledger.commands import Operation, open_ledger
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ops.cli import main
 from lessonledger.ops.config import LOG_NAME
+from lessonledger.ops.erasure_commands import EXIT_COMPACTION_PENDING
+from residue import found, holder, secret
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -99,3 +102,91 @@ def test_console_script_compacts(erased_home: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["bytes_after"] > 0
+
+
+# -- erase --------------------------------------------------------------------------------
+
+PROJECT = "a" * 32
+
+
+@pytest.fixture
+def agents_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, bytes, bytes]:
+    """A home where alice's and bob's outcomes each taught a lesson; their secrets."""
+    home = tmp_path / "home"
+    assert run(capsys, "--home", str(home), "init")[0] == 0
+    alice, bob = secret(), secret()
+    with open_ledger(home) as ledger:
+        for who, text in (("alice", alice), ("bob", bob)):
+            target = f"repo-{who}-" + text.decode()
+            ledger.observe_outcome(
+                key=who, project=PROJECT, principal=who, session=f"s-{who}", passed=True,
+                operations=[Operation(op="pytest:tests/", target=target, ok=False,
+                                      error="failed: " + text.decode()),
+                            Operation(op="pytest:root", target=target, ok=True, order=1)])
+        assert len(ledger.view.lessons) == 2
+    return home, alice, bob
+
+
+def test_erase_then_no_byte_of_the_principal_is_left_in_any_file(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, alice, bob = agents_home
+    assert found(str(home), [alice, bob]) == {alice, bob}
+    code, out, err = run(capsys, "--home", str(home), "erase", "--principal", "alice",
+                         "--reason", "data subject request", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["what"] == "principal"
+    assert len(result["erased"]) >= 2  # the outcome and the lesson learned from it
+    assert result["compacted"]["bytes_after"] > 0
+    assert result["pending"] is None
+    # Log, saved view, vector index: alice's bytes are nowhere; bob's are still there.
+    assert found(str(home), [alice, bob]) == {bob}
+    code, out, _ = run(capsys, "--home", str(home), "verify")
+    assert code == 0
+    assert f"{len(result['erased'])} bodies erased: ok" in out
+    code, out, _ = run(capsys, "--home", str(home), "lessons", "list", "--json")
+    assert alice.decode() not in out
+    assert bob.decode() in out
+
+
+def test_erase_without_compaction_leaves_the_bytes_in_free_pages(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The negative control: the residue scan does find what only compaction removes.
+    home, alice, _ = agents_home
+    code, out, _ = run(capsys, "--home", str(home), "erase", "--principal", "alice",
+                       "--reason", "r", "--no-compact")
+    assert code == 0
+    assert "not compacted" in out
+    assert alice in found(str(home), [alice])
+    assert run(capsys, "--home", str(home), "compact")[0] == 0
+    assert found(str(home), [alice]) == set()
+
+
+def test_erase_while_another_process_has_the_home_open_says_compaction_waits(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, alice, _ = agents_home
+    with holder(str(home)):
+        code, out, err = run(capsys, "--home", str(home), "erase", "--session", "s-alice",
+                             "--reason", "r")
+        assert code == EXIT_COMPACTION_PENDING
+        assert "erased " in out
+        assert err.count("\n") == 1
+        assert "then run `lessonledger compact`" in err
+    assert run(capsys, "--home", str(home), "compact")[0] == 0
+    assert found(str(home), [alice]) == set()
+
+
+def test_erase_refuses_an_unknown_lesson_in_one_line_and_writes_nothing(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, _, _ = agents_home
+    before = run(capsys, "--home", str(home), "log", "--json")[1]
+    code, out, err = run(capsys, "--home", str(home), "erase", "--lesson", "ffff",
+                         "--reason", "r")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert run(capsys, "--home", str(home), "log", "--json")[1] == before
