@@ -153,7 +153,15 @@ class Retry:
     which: int
 
 
-Step = Observe | Recall | Propose | Edit | Retire | Unknown | Environment | Pass | Retry
+@dataclass(frozen=True)
+class EraseSession:
+    """Erase everything of one session (its outcomes and what was learned from them)."""
+
+    session: int
+
+
+Step = (Observe | Recall | Propose | Edit | Retire | Unknown | Environment | Pass | Retry
+        | EraseSession)
 
 _index = st.integers(0, 30)
 _seldom = st.sampled_from([False, False, False, True])
@@ -202,6 +210,7 @@ _kinds: dict[str, st.SearchStrategy[Step]] = {
                              python=st.integers(0, len(PYTHONS) - 1)),
     "pass": st.builds(Pass, days=st.integers(0, 45)),
     "retry": st.builds(Retry, which=_index),
+    "erase": st.builds(EraseSession, session=st.integers(0, len(SESSIONS) - 1)),
 }
 #: Weighted by repetition (``one_of`` would weigh every kind alike): mostly outcomes.
 _mix = ["observe"] * 6 + ["recall"] * 3 + ["propose"] * 3 + [k for k in _kinds if k not in
@@ -237,6 +246,7 @@ class Driver:
         self.outcomes: list[tuple[UUID, str]] = []
         self.accepted: list[tuple[AnyCommand, Receipt]] = []
         self.refused = 0
+        self.erasures = 0
         self.why: set[str] = set()
         self._keys = 0
 
@@ -297,15 +307,16 @@ class Driver:
                 if not self.accepted:
                     return None
                 return self.accepted[step.which % len(self.accepted)][0]
-            case Recall():
+            case Recall() | EraseSession():
                 return None
 
     def _proposal(self, step: Propose, when: datetime) -> ProposeLesson:
         evidence: list[UUID] = []
         project = PROJECTS[0]
         choices: list[Candidate] = list(CLAIMS)
-        if step.outcome is not None and self.outcomes:
-            outcome_id, project = self.outcomes[step.outcome % len(self.outcomes)]
+        outcomes = [(o, p) for o, p in self.outcomes if o in self.ledger.view.outcomes]
+        if step.outcome is not None and outcomes:
+            outcome_id, project = outcomes[step.outcome % len(outcomes)]
             choices = supported(self.ledger.view.outcomes[outcome_id].operations) or choices
             evidence = [outcome_id]
             if step.elsewhere:
@@ -324,6 +335,9 @@ class Driver:
             rows = self.ledger.lessons(project, session=SESSIONS[step.session])
             assert len({r.lesson_id for r in rows}) == len(rows)
             assert all(r.active and r.scope in (project, "global") for r in rows), rows
+            return
+        if isinstance(step, EraseSession):
+            self.erase(SESSIONS[step.session])
             return
         command = self.build(step)
         if command is None:
@@ -356,6 +370,21 @@ class Driver:
             self.outcomes.append((receipt.ids["outcome_id"], command.project))
 
 
+    def erase(self, session: str) -> None:
+        """Erase a session; its commands' bodies are gone, so they are not retried."""
+        ledger, log = self.ledger, self.ledger.log
+        settle(ledger)
+        head = log.head()
+        erasure = ledger.erase(key=self.key(), what="session", subject=session)
+        assert erasure.position == head + 1, "an erasure appends its record and nothing else"
+        assert all(log.read(p, limit=1)[0].envelope.session == session for p in erasure.erased)
+        assert not [r for r in log.scan() if r.envelope.session == session and r.payload
+                    and r.envelope.type != "erasure.erased"]
+        self.erasures += 1
+        gone = set(erasure.erased)
+        self.accepted = [(c, r) for c, r in self.accepted if not gone & set(r.positions)]
+
+
 def settle(ledger: Ledger) -> None:
     """Catch up until the view has folded everything, the policies' own events included."""
     for _ in range(100):
@@ -383,6 +412,7 @@ def describe(driver: Driver) -> None:
     event(f"lesson statuses: {', '.join(statuses) or 'no lessons'}")
     event(f"global lesson: {any(row.scope == 'global' for row in view.lessons.values())}")
     event(f"refused: {min(driver.refused, 3)}{'+' if driver.refused >= 3 else ''}")
+    event(f"erasures: {driver.erasures}")
     for why in driver.why:
         event(f"refused with {why}")
 
