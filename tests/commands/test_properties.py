@@ -4,8 +4,8 @@ Hypothesis drives a ledger with random *valid* command sequences — outcomes wh
 operations come from a small pool of operation keys and targets (so failed-then-succeeded
 pairs, attributions, promotions and flips really happen), recalls that put lessons in
 play for a session, proposals citing outcomes that support them (or nothing: claims),
-edits and retirements, environment changes, reconcile passes at an advancing clock, and
-retries of earlier commands. Refused commands (typed ``CommandError``) may occur; they
+edits and retirements, environment changes, reconcile passes at an advancing clock,
+retries of earlier commands, and erasures of a whole session. Refused commands (typed ``CommandError``) may occur; they
 must write nothing. Then:
 
 (a) the view kept incrementally — with the policies running while it catches up — dumps
