@@ -6,8 +6,9 @@
   them.
 - ``lesson``: every event about that lesson (its proposal and each confirmation,
   contradiction, promotion, demotion or supersede naming it).
-- ``outcome``: the outcome, everything the policies decided from it, and every event
-  about the lessons they proposed from it.
+- ``outcome``: the outcome, everything the policies decided from it (and from what they
+  decided: a lesson's promotion or absorption), and every event about the lessons they
+  proposed from it.
 
 Envelopes hold no content (DESIGN §3), so they stay, and the chain with them. What the
 views derived from the erased bodies goes when they are rebuilt from the log without
@@ -105,7 +106,7 @@ def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
 
 
 def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
-    """The outcome, what the policies decided from it, and its lessons' events."""
+    """The outcome, what the policies decided from it (and from that), and its lessons."""
     outcome = next((r for r in log.scan() if r.payload is not None
                     and r.envelope.type == "outcome.observed"
                     and _outcome_id(r.payload) == outcome_id), None)
@@ -113,22 +114,26 @@ def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
         raise UnknownOutcomeError(outcome_id)
     positions = {outcome.envelope.position}
     lessons: set[UUID] = set()
-    trigger = trigger_id(outcome.envelope)
-    # The policies' events carry ids derived from their trigger's, numbered from 0.
-    for i in itertools.count():
-        position = log.position_of(derived_id(trigger, f"policy:{i}").bytes)
-        if position is None:
-            break
-        positions.add(position)
-        record = log.read(position, limit=1)[0]
-        if record.payload is not None:
+    triggers = [outcome.envelope]
+    while triggers:
+        # The policies' events carry ids derived from their trigger's, numbered from 0,
+        # and may be triggers themselves (a lesson proposed, then promoted or absorbed).
+        trigger = trigger_id(triggers.pop())
+        for i in itertools.count():
+            position = log.position_of(derived_id(trigger, f"policy:{i}").bytes)
+            if position is None:
+                break
+            record = log.read(position, limit=1)[0]
+            if position in positions or record.payload is None:
+                continue
+            positions.add(position)
+            triggers.append(record.envelope)
             event = decode_event(record.payload)
             if isinstance(event, LessonProposed):
                 lessons.add(event.lesson_id)
     if lessons:
         positions.update(_about(log.scan(), lessons))
-    return sorted(p for p in positions
-                  if log.read(p, limit=1)[0].payload is not None)
+    return sorted(positions)
 
 
 def _outcome_id(payload: bytes) -> UUID | None:

@@ -93,11 +93,11 @@ class Ledger:
         self._records = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
-        self._erased_since_rebuild = False
         self._open_views(rules, embedder)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
         """Load the saved lesson view and vector index, and bring both up to the head."""
+        self._erased_since_rebuild = False
         saved = self._store.load(VIEW_NAME)
         self.view = LessonView.load(saved[1], rules) if saved else LessonView(rules)
         self._saved_at = self.view.position
@@ -140,30 +140,28 @@ class Ledger:
                 if record.envelope.type in TRIGGERS and record.payload is not None:
                     self._react(record, log, append)
                 elif record.envelope.type == ERASED:
+                    # Nothing more is decided from what the erasure took: the view is
+                    # folded afresh up to here, without the erased bodies.
+                    self.view = _fold_afresh(log, self.view.rules, record.envelope.position)
                     self._erased_since_rebuild = True
             if self.view.position == start:
                 return
 
     def _settle(self) -> None:
         if self._erased_since_rebuild:
-            self._rebuild()
+            self._replace_saved()
         if self.view.position - self._saved_at >= _SAVE_EVERY:
             self.save_view()
         self.recaller.sync()
 
-    def _rebuild(self) -> None:
-        """Fold the log afresh into new views, and replace the saved ones.
+    def _replace_saved(self) -> None:
+        """After the fold met an erasure: a vector index built afresh, and both saved.
 
-        After an erasure, so that nothing derived from an erased body stays in memory,
-        in the saved view or in the vector index. The policies do not run: they acted
-        when these events were new.
+        So that nothing derived from an erased body stays in memory, in the saved view or
+        in the index files (a removal would leave its vector in the HNSW graph).
         """
         self._erased_since_rebuild = False
-        view = LessonView(self.view.rules)
-        for record in self.log.scan():
-            view.apply(record)
-        self.view = view
-        self.recaller = Recaller(self.recaller.directory, self.log, view,
+        self.recaller = Recaller(self.recaller.directory, self.log, self.view,
                                  self.recaller.embedder, fresh=True)
         self._store.drop(VIEW_NAME)
         self.save_view()
@@ -298,7 +296,9 @@ class Ledger:
             CommandError: the command is refused; nothing was written.
         """
         command = command_from(fields, Erase)
-        eid = derived_id(command_id(command.key), "0")
+        # Not "0", the first id of every other command: an erasure and another command
+        # sent with the same key must not take each other for a retry.
+        eid = derived_id(command_id(command.key), "erasure")
         with self._transaction() as writing:
             position = writing.position_of(eid.bytes)
             if position is None:
@@ -445,6 +445,16 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _fold_afresh(log: EventLog | Writing, rules: Rules, stop: int) -> LessonView:
+    """A new view of the log up to ``stop``; the policies do not run (they acted then)."""
+    view = LessonView(rules)
+    for record in log.scan():
+        if record.envelope.position > stop:
+            break
+        view.apply(record)
+    return view
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

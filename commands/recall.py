@@ -80,15 +80,14 @@ class Recaller:
         if not fresh:
             with _locked(directory, exclusive=False):
                 opened = VectorIndex.open(directory, self.embedder)
-        if opened is None or opened[1] > view.position:
+        # An index saved before the last erasure the view folded may hold erased vectors:
+        # removing them would leave their bytes in the graph, so it is built afresh.
+        if opened is None or not view.erased_at <= opened[1] <= view.position:
             self.index = self.rebuild()
         else:
             self.index = opened[0]
-            # Whatever the view folded after the index was saved must be re-checked, and
-            # a lesson the view no longer has at all was erased since.
+            # Whatever the view folded after the index was saved must be re-checked.
             view.changed.update(view.lessons)
-            if opened[1] < view.position:
-                self.index.keep_only(view.lessons)
         self.sync()
 
     # -- the index as a projection ------------------------------------------------------
@@ -129,10 +128,16 @@ class Recaller:
         return vectors_for(items, self.embedder)
 
     def save(self) -> None:
-        """Save the index with the view position it reflects."""
+        """Save the index with the view position it reflects, unless a newer one is saved.
+
+        A process behind the log never replaces what one ahead of it saved (which may be
+        the index rebuilt after an erasure this process has not folded yet).
+        """
         self.sync()
         with _locked(self.directory, exclusive=True):
-            self.index.save(self.directory, self._view.position)
+            saved = VectorIndex.saved_position(self.directory)
+            if saved is None or saved <= self._view.position:
+                self.index.save(self.directory, self._view.position)
 
     # -- queries ------------------------------------------------------------------------
 

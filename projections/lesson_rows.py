@@ -122,6 +122,9 @@ class State(msgspec.Struct, kw_only=True):
     outcomes: dict[UUID, OutcomeRow] = {}
     recalled: dict[str, list[UUID]] = {}
     failures: dict[str, Failure] = {}
+    #: The position of the last erasure folded: anything derived before it (a saved
+    #: vector index, say) may hold what it erased.
+    erased_at: int = 0
 
 
 state_encoder = msgspec.msgpack.Encoder()

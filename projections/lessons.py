@@ -15,6 +15,7 @@ import msgspec
 from lessonledger.ledger.events import (
     AnyEvent,
     EnvironmentChanged,
+    Erased,
     LessonConfirmed,
     LessonContradicted,
     LessonDemoted,
@@ -181,6 +182,11 @@ class LessonView:
         self._generations[scope] = self._generations.get(scope, 0) + 1
 
     @property
+    def erased_at(self) -> int:
+        """The position of the last erasure folded in (0: none)."""
+        return self._s.erased_at
+
+    @property
     def failures(self) -> dict[str, Failure]:
         """Past failures by :func:`failure_key` (project, operation, target)."""
         return self._s.failures
@@ -254,6 +260,8 @@ class LessonView:
                 self._environment(event, position)
             case ReconcilePassed():
                 self._reconcile(event, position)
+            case Erased():
+                self._s.erased_at = position
             case _:
                 pass
 
@@ -321,7 +329,9 @@ class LessonView:
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
         row = self._s.lessons.get(event.lesson_id)
-        if row is None:
+        # A successor is always proposed before the lesson it replaces is superseded, so
+        # an unknown one was erased since: the lesson it would have replaced stays.
+        if row is None or (event.by is not None and event.by not in self._s.lessons):
             return
         statuses: dict[str, Status] = {"retired:user": "retired", "expired": "expired"}
         row.status = statuses.get(event.reason, "superseded")

@@ -289,14 +289,6 @@ class VectorIndex:
         """Every indexed lesson, in key order."""
         return [UUID(int=u) for u, _ in sorted(self._keys().items(), key=lambda kv: kv[1])]
 
-    def keep_only(self, lesson_ids: Iterable[UUID]) -> int:
-        """Remove every lesson not among ``lesson_ids``; return how many went."""
-        kept = {lesson_id.int for lesson_id in lesson_ids}
-        gone = [UUID(int=u) for u in self._keys() if u not in kept]
-        for lesson_id in gone:
-            self.remove(lesson_id)
-        return len(gone)
-
     def search(self, vector: npt.ArrayLike, k: int, *,
                exact: bool = False) -> list[tuple[UUID, float]]:
         """The k lessons most similar to a vector.
@@ -472,6 +464,15 @@ class VectorIndex:
         # what happened since the last save starts afresh.
         self._slots, self._vectors, self._removed = _Rows(slots), _Rows(vectors), set()
         return meta
+
+    @staticmethod
+    def saved_position(directory: str | os.PathLike[str]) -> int | None:
+        """The log position of the index saved in ``directory``, if any."""
+        try:
+            return msgspec.json.decode((Path(directory) / _META).read_bytes(),
+                                       type=IndexMeta).position
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return None
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str],

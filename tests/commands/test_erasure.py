@@ -20,6 +20,7 @@ from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
 from lessonledger.ledger.verify import verify
 from lessonledger.projections.store import ViewStore
+from lessonledger.projections.vector_index import VectorIndex
 
 ALICE_TARGET, BOB_TARGET = "alice-private-repo", "bob-private-repo"
 
@@ -170,7 +171,7 @@ def test_an_erasure_record_is_never_erased_by_a_later_one(ledger: Ledger) -> Non
     assert bodies(ledger)[first.position] is not None
 
 
-def test_an_index_saved_before_the_erasure_is_pruned_on_open(tmp_path: Path) -> None:
+def test_an_index_saved_before_the_erasure_is_rebuilt_on_open(tmp_path: Path) -> None:
     # Another process may save its older index after the erasure rebuilt this one.
     with open_ledger(tmp_path, sync=False) as ledger:
         learn(ledger, "a1", P1, "alice", ALICE_TARGET)
@@ -185,3 +186,57 @@ def test_an_index_saved_before_the_erasure_is_pruned_on_open(tmp_path: Path) -> 
     with open_ledger(tmp_path, sync=False) as reopened:
         assert alices_lesson not in reopened.recaller.index
         assert bobs_lesson in reopened.recaller.index
+
+
+def test_a_ledger_behind_the_erasure_decides_nothing_from_what_it_took(
+        tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as first, open_ledger(tmp_path, sync=False) as other:
+        learn(first, "a1", P1, "alice", ALICE_TARGET)
+        other.catch_up()
+        [lesson] = lessons_on(other, ALICE_TARGET)
+        first.erase(key="e", what="principal", subject="alice")
+        # The other ledger has not caught up: its command folds the erasure first.
+        with pytest.raises(UnknownLessonError):
+            other.edit_lesson(key="edit", lesson_id=lesson, text="copied back")
+        # An outcome showing the same pair teaches a lesson, as on a caught-up ledger.
+        learn(other, "a2", P1, "bob", ALICE_TARGET)
+        [relearned] = lessons_on(other, ALICE_TARGET)
+        assert relearned != lesson
+
+
+def test_a_ledger_behind_the_erasure_does_not_save_its_older_index_over_the_new_one(
+        tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as first, open_ledger(tmp_path, sync=False) as other:
+        learn(first, "a1", P1, "alice", ALICE_TARGET)
+        other.catch_up()
+        first.erase(key="e", what="principal", subject="alice")
+        saved = VectorIndex.saved_position(tmp_path / "vectors")
+        other.recaller.save()
+        assert VectorIndex.saved_position(tmp_path / "vectors") == saved
+
+
+def test_erasing_the_promoting_outcome_takes_the_promotion(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    promoting = learn(ledger, "b1", P2, "bob", ALICE_TARGET)
+    [alices] = [r for r in ledger.view.lessons.values() if r.scope == "global"]
+    ledger.erase(key="e", what="outcome", subject=str(promoting))
+    assert ledger.view.lessons[alices.lesson_id].scope == P1
+
+
+def test_erasing_the_lesson_that_absorbed_another_leaves_that_one_active(
+        ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    learn(ledger, "b1", P2, "bob", ALICE_TARGET)
+    bobs = [r for r in ledger.view.lessons.values() if r.status == "superseded"]
+    assert len(bobs) == 1
+    ledger.erase(key="e", what="principal", subject="alice")
+    assert ledger.view.lessons[bobs[0].lesson_id].active
+    assert [r.lesson_id for r in ledger.lessons(P2, record=False)] == [bobs[0].lesson_id]
+
+
+def test_an_erasure_and_another_command_may_share_a_key(ledger: Ledger) -> None:
+    learn(ledger, "shared", P1, "alice", ALICE_TARGET)
+    receipt = ledger.observe_outcome(key="k", project=P1, passed=True)
+    erasure = ledger.erase(key="k", what="principal", subject="alice")
+    assert erasure.erased
+    assert ledger.observe_outcome(key="k", project=P1, passed=True) == receipt

@@ -5,8 +5,8 @@ operations come from a small pool of operation keys and targets (so failed-then-
 pairs, attributions, promotions and flips really happen), recalls that put lessons in
 play for a session, proposals citing outcomes that support them (or nothing: claims),
 edits and retirements, environment changes, reconcile passes at an advancing clock,
-retries of earlier commands, and erasures of a whole session. Refused commands (typed ``CommandError``) may occur; they
-must write nothing. Then:
+retries of earlier commands, and erasures of a whole session. Refused commands (typed
+``CommandError``) may occur; they must write nothing. Then:
 
 (a) the view kept incrementally — with the policies running while it catches up — dumps
     the same bytes as a fresh :class:`LessonView` folding the log from position 0, which
