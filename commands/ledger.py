@@ -49,6 +49,7 @@ from lessonledger.commands.messages import (
     ProposeLesson,
     Reconcile,
     RetireLesson,
+    checked_project,
     command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
@@ -318,7 +319,7 @@ class Ledger:
     # -- queries ---------------------------------------------------------------------
 
     def lessons(self, project: str, *, session: str = "", record: bool = True,
-                actor: str = "agent") -> list[LessonRow]:
+                actor: str = "agent", principal: str = "") -> list[LessonRow]:
         """The active lessons of a project and the global ones, strongest first.
 
         With ``record`` (the default for agents) the ledger notes that they were put in
@@ -326,26 +327,29 @@ class Ledger:
         of this session's outcome. A person browsing passes ``record=False``. The rows
         are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
         change as the ledger moves on, and changing them does not change the ledger.
-        Their usage clocks count every earlier recall, not this listing's own.
+        Their usage clocks count every earlier recall, not this listing's own. The record
+        carries ``principal`` and ``session``, so erasing either takes it.
         """
+        project = checked_project(project)
         with self._lock:
             self.catch_up()  # the rows carry usage clocks: earlier records commit first
             rows = self.view.active_for(project)
             if record and rows:
                 self._records.add(recalled([r.lesson_id for r in rows][:1000], project, "",
-                                           session, actor))
+                                           session, actor, principal))
             return snapshot(rows)
 
     def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
-               actor: str = "agent", as_of: int | None = None) -> Recall:
+               actor: str = "agent", principal: str = "", as_of: int | None = None) -> Recall:
         """The lessons to put in an agent's prompt for a project and a query.
 
         At most 5 lessons in at most 300 tokens, ranked as
         :mod:`lessonledger.projections.recall` documents. With ``record`` the ledger
         notes what was shown (usage clock; in play for this session). ``as_of`` (a log
         position) answers as the ledger stood then, records nothing, and scores vectors
-        exactly from the texts.
+        exactly from the texts. The record carries the query, ``principal`` and ``session``.
         """
+        project = checked_project(project)
         with self._lock:
             self._refresh()
             if as_of is not None:
@@ -354,19 +358,22 @@ class Ledger:
             result = self.recaller.rank(self.view, project, query)
             if record and result.lessons:
                 self._records.add(recalled([r.lesson_id for r in result.lessons], project,
-                                           query, session, actor))
+                                           query, session, actor, principal))
             return result
 
     def check(self, project: str, operation: str, target: str, *, session: str = "",
-              record: bool = True, actor: str = "agent", as_of: int | None = None) -> Check:
+              record: bool = True, actor: str = "agent", principal: str = "",
+              as_of: int | None = None) -> Check:
         """What is on file for an operation on a target: one line to show before acting."""
+        project = checked_project(project)
         with self._lock:
             self._refresh()
             view = self.view if as_of is None else self.view_at(as_of)
             result = self.recaller.check(view, project, operation, target)
             if record and as_of is None and result.shown:
                 self._records.add(recalled(result.shown, project,
-                                           f"check {operation} {target}", session, actor))
+                                           f"check {operation} {target}", session, actor,
+                                           principal))
             return result
 
     def why(self, lesson_id: UUID, *, project: str | None = None, query: str | None = None,

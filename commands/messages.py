@@ -37,6 +37,7 @@ __all__ = [
     "ProposeLesson",
     "Reconcile",
     "RetireLesson",
+    "checked_project",
     "command_from",
     "decode_command",
 ]
@@ -166,3 +167,13 @@ def command_from(fields: dict[str, Any], kind: type[C]) -> C:
         match = re.search(r" - at `(\$[^`]*)`$", str(e))
         msg = f"invalid {kind.__name__}: {e}; fix the field and retry"
         raise InvalidCommandError(msg, match.group(1) if match else "$") from e
+
+
+def checked_project(project: str) -> str:
+    """A query's project, refused as a command's would be when it is no digest."""
+    try:
+        return msgspec.convert(project, Scope)
+    except msgspec.ValidationError:
+        msg = (f"project {project!r} is not a project digest (16 to 64 lowercase hex "
+               "characters) or 'global'; pass the digest the agent records outcomes under")
+        raise InvalidCommandError(msg, "$.project") from None

@@ -208,7 +208,7 @@ class Recaller:
 
 
 def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
-             actor: str) -> NewEvent:
+             actor: str, principal: str = "") -> NewEvent:
     """The record that these lessons were put in front of an agent, stamped now.
 
     ``occurred_at`` is the moment they were shown, whenever the record is committed: it
@@ -217,8 +217,8 @@ def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
     eid = new_event_id()
     return new_event(
         LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
-        stream=eid, version=0, event_id=eid, actor=actor, session=session,
-        occurred_at=time.time_ns())
+        stream=eid, version=0, event_id=eid, actor=actor, principal=principal,
+        session=session, occurred_at=time.time_ns())
 
 
 def _brief(row: LessonRow) -> str:

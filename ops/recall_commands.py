@@ -45,6 +45,7 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         as_of = _position(ledger, args.as_of)
         result = ledger.recall(args.project, args.query, session=args.session,
+                               principal=args.principal,
                                record=args.record and as_of is None, as_of=as_of)
     if args.json:
         print_json(result)
@@ -59,6 +60,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         as_of = _position(ledger, args.as_of)
         result = ledger.check(args.project, args.operation, args.target, session=args.session,
+                              principal=args.principal,
                               record=args.record and as_of is None, as_of=as_of)
     if args.json:
         print_json(result)
@@ -106,6 +108,9 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     check.add_argument("target", help="the target key, relative to the project")
     for p, run in ((recall, _cmd_recall), (check, _cmd_check)):
         p.add_argument("--session", default="", help="the agent session asking")
+        p.add_argument("--principal", default="", help=(
+            "whose work it is: the record of what was shown carries it, so erasing the "
+            "principal takes it"))
         p.add_argument("--no-record", dest="record", action="store_false",
                        help="do not record this as shown to an agent (browsing)")
         _common(p)

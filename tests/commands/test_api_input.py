@@ -28,3 +28,17 @@ def test_bad_fields_are_named_and_nothing_is_written(
         assert caught.value.field == field
         assert ledger.log.head() == 0
         assert ledger.observe_outcome(**GOOD).positions == [1]
+
+
+@pytest.mark.parametrize("project", ["NOT HEX", "", "ABCDEF0123456789"])
+def test_queries_refuse_a_project_that_is_no_digest_and_record_nothing(
+        tmp_path: Path, project: str) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        for query in (lambda: ledger.recall(project, "run the tests"),
+                      lambda: ledger.check(project, "pytest:tests/", "tests"),
+                      lambda: ledger.lessons(project)):
+            with pytest.raises(InvalidCommandError) as refused:
+                query()
+            assert refused.value.field == "$.project"
+        ledger.flush()
+        assert ledger.log.head() == 0

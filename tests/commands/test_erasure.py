@@ -240,3 +240,17 @@ def test_an_erasure_and_another_command_may_share_a_key(ledger: Ledger) -> None:
     erasure = ledger.erase(key="k", what="principal", subject="alice")
     assert erasure.erased
     assert ledger.observe_outcome(key="k", project=P1, passed=True) == receipt
+
+
+def test_what_was_shown_to_a_principal_goes_with_the_principal(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        learn(ledger, "b1", P1, "bob", BOB_TARGET)
+        query = "alice asks about her private repository"
+        assert ledger.recall(P1, query, session="s-a", principal="alice").lessons
+        ledger.check(P1, AVOID, BOB_TARGET, session="s-a", principal="alice")
+        ledger.flush()
+        shown = [r.envelope.position for r in ledger.log.scan()
+                 if r.envelope.principal == "alice"]
+        assert len(shown) == 2
+        assert ledger.erase(key="e", what="principal", subject="alice").erased == shown
+        assert not any(query.encode() in (p or b"") for p in bodies(ledger).values())
