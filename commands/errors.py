@@ -12,6 +12,7 @@ __all__ = [
     "EvidenceError",
     "InactiveLessonError",
     "InvalidCommandError",
+    "KeyReusedError",
     "RetiredEvidenceError",
     "StaleVersionError",
     "UnknownLessonError",
@@ -95,3 +96,12 @@ class StaleVersionError(CommandError):
         self.lesson_id = lesson_id
         self.expected = expected
         self.current = current
+
+
+class KeyReusedError(CommandError):
+    """An idempotency key already named a different command of the same kind."""
+
+    def __init__(self, key: str, before: str) -> None:
+        msg = f"key {key!r} was already used for {before}; send a new key for a new command"
+        super().__init__(msg)
+        self.key = key

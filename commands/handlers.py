@@ -17,6 +17,7 @@ import msgspec
 from lessonledger.commands.errors import (
     EvidenceError,
     InactiveLessonError,
+    InvalidCommandError,
     RetiredEvidenceError,
     StaleVersionError,
     UnknownLessonError,
@@ -223,4 +224,8 @@ def occurred_ns(when: datetime | None) -> int:
     if when is None:
         return 0
     aware = when if when.tzinfo else when.replace(tzinfo=UTC)
-    return int(aware.timestamp() * 1_000_000) * 1000
+    nanoseconds = int(aware.timestamp() * 1_000_000) * 1000
+    if not 0 <= nanoseconds < 1 << 63:
+        msg = f"time {when.isoformat()} is outside 1970-2261, the years the ledger's clock holds"
+        raise InvalidCommandError(msg, "$.occurred_at")
+    return nanoseconds

@@ -38,7 +38,7 @@ import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.erasure import Erasure, erased_positions
-from lessonledger.commands.errors import CommandError, UnknownLessonError
+from lessonledger.commands.errors import CommandError, KeyReusedError, UnknownLessonError
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -313,7 +313,9 @@ class Ledger:
                 writing.erase_bodies(erased)
                 self._fold(writing, writing.append)
             event = decode_event(cast_bytes(writing.read(position, limit=1)[0].payload))
-        assert isinstance(event, Erased)
+            assert isinstance(event, Erased)
+            if (event.what, event.subject) != (command.what, command.subject):
+                raise KeyReusedError(command.key, f"erasing {event.what} {event.subject}")
         return Erasure(position, event.positions)
 
     # -- queries ---------------------------------------------------------------------

@@ -144,6 +144,8 @@ class Erase(_Command, frozen=True, kw_only=True, tag="erase"):
     what: ErasureKind
     subject: Key
     reason: Text = ""
+    #: Who erases: named, since the record of an erasure says by whom.
+    actor: Annotated[str, Meta(min_length=1, max_length=200)] = "operator"
 
 
 AnyCommand = (

@@ -29,14 +29,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
 
 
+#: The largest count or position a command takes (a log position is 64-bit).
+_MOST = (1 << 63) - 1
+
+
 def _count(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            msg = f"expected a whole number of at least {minimum}, got {text!r}"
+        if not minimum <= value <= _MOST:
+            msg = f"expected a whole number from {minimum} to {_MOST}, got {text!r}"
             raise argparse.ArgumentTypeError(msg)
         return value
 
@@ -199,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     log = sub.add_parser("log", help="list events as an auditor sees them: envelope and body")
     log.add_argument("--from", dest="start", type=_count(1), default=1, metavar="N",
                      help="first position to show (default 1)")
-    log.add_argument("--limit", type=_count(0), default=None, metavar="N",
+    log.add_argument("--limit", type=_count(1), default=None, metavar="N",
                      help="show at most N events")
     log.add_argument("--json", action="store_true", help="one JSON object per line")
     log.set_defaults(run=_cmd_log)
@@ -297,5 +301,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LessonLedgerError as e:
         print(f"lessonledger: {e}", file=sys.stderr)
         return 2
+    except msgspec.ValidationError as e:
+        print(f"lessonledger: invalid input: {e}; fix it and retry", file=sys.stderr)
+        return 2
+    except (UnicodeDecodeError, UnicodeEncodeError) as e:
+        print(f"lessonledger: input is not UTF-8 text ({e.reason}); convert it and retry",
+              file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:
+        where = f": {e.filename}" if e.filename else ""
+        print(f"lessonledger: {e.strerror or e}{where}; nothing after that was done",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("lessonledger: interrupted; what was committed before stays committed",
+              file=sys.stderr)
+        return 130

@@ -223,8 +223,7 @@ def _when(text: str) -> datetime:
     try:
         return parse_time(text)
     except ValueError as e:
-        msg = f"expected an ISO 8601 time such as 2026-11-29T12:00:00Z, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from e
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

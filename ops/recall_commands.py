@@ -14,16 +14,18 @@ from typing import Any
 from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import parse_time, print_json, timestamp
+from lessonledger.ops.render import TimeRangeError, parse_time, print_json, timestamp
 
 __all__ = ["register"]
 
 
 def _as_of(text: str) -> int | datetime:
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return int(text)
     try:
         return parse_time(text)
+    except TimeRangeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
     except ValueError as e:
         msg = f"expected a log position or an ISO 8601 time, got {text!r}"
         raise argparse.ArgumentTypeError(msg) from e

@@ -11,7 +11,10 @@ import msgspec
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.log import Record
 
-__all__ = ["parse_time", "print_json", "progress", "record_json", "record_line", "timestamp"]
+__all__ = [
+    "TimeRangeError", "parse_time", "print_json", "progress", "record_json", "record_line",
+    "timestamp",
+]
 
 
 def timestamp(ns: int) -> str:
@@ -24,14 +27,28 @@ def print_json(obj: object) -> None:
     sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
 
 
+class TimeRangeError(ValueError):
+    """A well-formed time the ledger's clock cannot hold."""
+
+
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time from the command line; a time without a zone is taken as UTC.
 
     Raises:
-        ValueError: ``text`` is not an ISO 8601 time.
+        ValueError: ``text`` is not an ISO 8601 time, or not one the ledger's clock holds;
+            the message says which.
     """
-    value = datetime.fromisoformat(text)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"expected an ISO 8601 time such as 2026-11-29T12:00:00Z, got {text!r}"
+        raise ValueError(msg) from None
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    # The ledger's clock is 64-bit nanoseconds since 1970.
+    if not datetime(1970, 1, 1, tzinfo=UTC) <= value < datetime(2262, 1, 1, tzinfo=UTC):
+        msg = f"{text!r} is outside 1970-2261, the years the ledger's clock can hold"
+        raise TimeRangeError(msg)
+    return value
 
 
 def progress(label: str) -> Callable[[int, int], None]:

@@ -15,7 +15,7 @@ import pytest
 from lesson_agent import AVOID, P1, P2, PREFER, T0, Agent, day
 from lessonledger.commands import Ledger, Operation, UnknownLessonError, open_ledger
 from lessonledger.commands.erasure import UnknownOutcomeError
-from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
 from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
 from lessonledger.ledger.verify import verify
@@ -254,3 +254,16 @@ def test_what_was_shown_to_a_principal_goes_with_the_principal(tmp_path: Path) -
         assert len(shown) == 2
         assert ledger.erase(key="e", what="principal", subject="alice").erased == shown
         assert not any(query.encode() in (p or b"") for p in bodies(ledger).values())
+
+
+def test_a_key_reused_for_another_erasure_is_refused(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    learn(ledger, "b1", P2, "bob", BOB_TARGET)
+    ledger.erase(key="k", what="principal", subject="alice")
+    head = ledger.log.head()
+    with pytest.raises(KeyReusedError, match="erasing principal alice"):
+        ledger.erase(key="k", what="principal", subject="bob")
+    assert ledger.log.head() == head
+    assert lessons_on(ledger, BOB_TARGET)
+    with pytest.raises(InvalidCommandError):
+        ledger.erase(key="k2", what="principal", subject="bob", actor="")

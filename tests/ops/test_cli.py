@@ -153,3 +153,30 @@ def test_console_script_runs(tmp_path: Path) -> None:
                           text=True, timeout=60, check=False)
     assert init.returncode == 0, init.stderr
     assert "ledger home ready" in init.stdout
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["log", "--from", "99999999999999999999999"], "expected a whole number"),
+    (["log", "--limit", "0"], "expected a whole number"),
+    (["reconcile", "--now", "0001-01-01"], "outside 1970-2261"),
+    (["lessons", "edit", "0", "--text", ""], "at `$.text`"),
+    (["publish", "BINARY"], "not UTF-8"),
+])
+def test_input_the_checks_found_is_one_line_never_a_traceback(
+    demo_home: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    binary = demo_home.parent / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe{}\n")
+    argv = [str(binary) if a == "BINARY" else a for a in argv]
+    if argv[:2] == ["lessons", "edit"]:
+        listed = run(capsys, "--home", str(demo_home), "lessons", "list", "--json")[1]
+        argv[2] = json.loads(listed.splitlines()[0])["lesson_id"]
+    before = run(capsys, "--home", str(demo_home), "log", "--json")[1]
+    try:
+        code, _, err = run(capsys, "--home", str(demo_home), *argv)
+    except SystemExit as exited:  # argparse refuses it before any command runs
+        code, err = int(str(exited.code)), capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert says in err
+    assert run(capsys, "--home", str(demo_home), "log", "--json")[1] == before
