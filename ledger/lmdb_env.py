@@ -105,11 +105,21 @@ def open_environment(
         LedgerConfigError: LMDB cannot open it.
     """
     try:
-        return lmdb.open(path, map_size=map_size, max_dbs=_MAX_DBS, sync=sync, metasync=sync,
-                         max_readers=512)
+        env = lmdb.open(path, map_size=map_size, max_dbs=_MAX_DBS, sync=sync, metasync=sync,
+                        max_readers=512)
     except lmdb.Error as e:
         msg = f"cannot open ledger home {path!r}: {e}; check the path and its permissions"
         raise LedgerConfigError(msg) from e
+    # A file cut short maps pages past its end: reading them kills the process (SIGBUS)
+    # instead of raising, so the length is checked against the pages in use first.
+    used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    size = os.path.getsize(os.path.join(path, "data.mdb"))
+    if size < used:
+        env.close()
+        msg = (f"ledger home {path!r} is damaged: data.mdb has {size:,} bytes but its "
+               f"pages reach {used:,}; restore the home from a backup")
+        raise LedgerConfigError(msg)
+    return env
 
 
 def _lock_shared(real: str) -> int:

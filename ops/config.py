@@ -38,6 +38,12 @@ def require_home(home: Path) -> None:
     if not (home / _MARKER).exists():
         msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
         raise LedgerConfigError(msg)
+    data = home / "data.mdb"
+    if not data.exists() or data.stat().st_size == 0:
+        # Opening would make a new, empty log here and report it as sound.
+        msg = (f"ledger home {home} has lost its log file (data.mdb is missing or empty); "
+               "restore it from a backup")
+        raise LedgerConfigError(msg)
 
 
 def default_home() -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -180,3 +181,21 @@ def test_input_the_checks_found_is_one_line_never_a_traceback(
     assert err.count("\n") == 1
     assert says in err
     assert run(capsys, "--home", str(demo_home), "log", "--json")[1] == before
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "deleted"])
+def test_a_log_file_cut_short_or_lost_is_reported_not_read(
+    demo_home: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    data = demo_home / "data.mdb"
+    if damage == "deleted":
+        data.unlink()
+    else:
+        os.truncate(data, 0 if damage == "emptied" else data.stat().st_size // 2)
+    for command in ("verify", "log", "stats"):
+        code, out, err = run(capsys, "--home", str(demo_home), command)
+        assert code == 2
+        assert out == ""
+        assert err.count("\n") == 1
+        assert "restore" in err
+    assert data.exists() == (damage != "deleted")
