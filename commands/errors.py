@@ -7,6 +7,7 @@ from uuid import UUID
 from lessonledger.ledger.errors import InvalidEventError, LessonLedgerError
 
 __all__ = [
+    "BatchRefusedError",
     "CommandError",
     "CredentialError",
     "EvidenceError",
@@ -105,3 +106,17 @@ class KeyReusedError(CommandError):
         msg = f"key {key!r} was already used for {before}; send a new key for a new command"
         super().__init__(msg)
         self.key = key
+
+
+class BatchRefusedError(CommandError):
+    """A command of a batch was refused, so none of the batch was written.
+
+    Attributes:
+        index: the refused command's place in the batch, from 0.
+        cause: why it was refused.
+    """
+
+    def __init__(self, index: int, cause: CommandError) -> None:
+        super().__init__(f"command {index + 1} of the batch: {cause}; nothing was written")
+        self.index = index
+        self.cause = cause

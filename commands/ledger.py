@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -38,7 +38,12 @@ import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.erasure import Erasure, erased_positions
-from lessonledger.commands.errors import CommandError, KeyReusedError, UnknownLessonError
+from lessonledger.commands.errors import (
+    BatchRefusedError,
+    CommandError,
+    KeyReusedError,
+    UnknownLessonError,
+)
 from lessonledger.commands.handlers import command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -209,6 +214,26 @@ class Ledger:
         if isinstance(outcome, CommandError):
             raise outcome
         return outcome
+
+    def execute_all(self, commands: Sequence[AnyCommand]) -> list[Receipt]:
+        """Run commands in turn, all in one write transaction: every one, or none.
+
+        Each is decided from the log as the ones before it left it, as :meth:`execute`
+        would decide it then.
+
+        Raises:
+            BatchRefusedError: one was refused (which, and why); nothing was written.
+        """
+        receipts: list[Receipt] = []
+        with self._transaction() as writing:
+            for index, command in enumerate(commands):
+                parent = command_id(command.key)
+                outcome = self._receipt(parent, writing) or self._decide(
+                    command, parent, writing)
+                if isinstance(outcome, CommandError):
+                    raise BatchRefusedError(index, outcome)
+                receipts.append(outcome)
+        return receipts
 
     @contextmanager
     def _transaction(self) -> Iterator[Writing]:

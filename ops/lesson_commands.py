@@ -17,7 +17,7 @@ from typing import IO, Any
 from uuid import UUID
 
 import msgspec
-from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError
 from lessonledger.commands.ledger import VIEW_NAME, Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -168,14 +168,14 @@ def _cmd_reconcile(args: argparse.Namespace) -> int:
                                 actor="operator"))
 
 
-def _commands(stream: IO[str]) -> list[AnyCommand]:
-    """Every command of a JSON-lines stream, all checked before any runs."""
+def _commands(stream: IO[str]) -> list[tuple[int, AnyCommand]]:
+    """Every command of a JSON-lines stream with its line number, all decoded first."""
     commands = []
     for number, line in enumerate(stream, 1):
         if not line.strip():
             continue
         try:
-            commands.append(decode_command(line))
+            commands.append((number, decode_command(line)))
         except msgspec.DecodeError as e:
             msg = f"line {number}: {e}; nothing was published"
             raise InvalidCommandError(msg, f"line {number}") from e
@@ -193,9 +193,13 @@ def _cmd_publish(args: argparse.Namespace) -> int:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
     with open_lessons(args.home) as ledger:
-        for command in commands:
-            receipt = ledger.execute(command)
-            print_json({"key": command.key, **msgspec.to_builtins(receipt)})
+        try:
+            receipts = ledger.execute_all([command for _, command in commands])
+        except BatchRefusedError as e:
+            msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
+            raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
+    for (_, command), receipt in zip(commands, receipts, strict=True):
+        print_json({"key": command.key, **msgspec.to_builtins(receipt)})
     return 0
 
 

@@ -113,6 +113,28 @@ def test_a_bad_line_publishes_nothing(
     assert run(capsys, "--home", home, "stats", "--json")[1] == before
 
 
+@pytest.mark.parametrize("refused", [
+    {"command": "edit_lesson", "key": "e9", "text": "x",
+     "lesson_id": "00000000-0000-0000-0000-000000000000"},
+    {"command": "propose_lesson", "key": "p9", "project": PROJECT, "kind": "do",
+     "text": "password=hunter2 works", "prefer_op": "login", "target": "auth"},
+])
+def test_a_refused_line_publishes_nothing_either(
+    home: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    refused: dict[str, Any],
+) -> None:
+    # Well-formed, but refused when it runs: the lines before it must not stay written.
+    before = run(capsys, "--home", home, "stats", "--json")[1]
+    lines = [json.dumps({**COMMANDS[0], "key": "fresh"}), json.dumps(refused)]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines)))
+    code, out, err = run(capsys, "--home", home, "publish")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "line 2" in err
+    assert run(capsys, "--home", home, "stats", "--json")[1] == before
+
+
 def test_rebuild_gives_the_same_lessons(home: str, capsys: pytest.CaptureFixture[str]) -> None:
     before = _lessons(capsys, home, "--all")
     code, out, _ = run(capsys, "--home", home, "rebuild")
