@@ -267,3 +267,20 @@ def test_a_key_reused_for_another_erasure_is_refused(ledger: Ledger) -> None:
     assert lessons_on(ledger, BOB_TARGET)
     with pytest.raises(InvalidCommandError):
         ledger.erase(key="k2", what="principal", subject="bob", actor="")
+
+
+def test_an_erasure_of_more_than_a_record_holds_is_split_and_answered_whole(
+        ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real limit is 100k positions a record; two make the split show on a small log.
+    monkeypatch.setattr("lessonledger.commands.ledger.ERASED_PER_RECORD", 2)
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    learn(ledger, "a2", P2, "alice", BOB_TARGET)
+    alices = [r.envelope.position for r in ledger.log.scan() if r.envelope.principal == "alice"]
+    assert len(alices) > 2
+    head = ledger.log.head()
+    erasure = ledger.erase(key="e", what="principal", subject="alice")
+    records = (len(alices) + 1) // 2
+    assert ledger.log.head() == head + records
+    assert (erasure.position, erasure.erased) == (head + 1, alices)
+    assert ledger.erase(key="e", what="principal", subject="alice") == erasure
+    assert ledger.log.head() == head + records
