@@ -36,7 +36,7 @@ import msgspec
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ledger.lmdb_env import LOCK_FILE, open_environment
 
-__all__ = ["Compacted", "compact"]
+__all__ = ["Compacted", "check_unused", "compact"]
 
 _DATA_FILE = "data.mdb"
 #: Temporary directories of compactions; one left behind was cut short by a crash.
@@ -82,6 +82,15 @@ def compact(path: str) -> Compacted:
     finally:
         os.close(lock)  # drops the exclusive flock: openers waiting on it go ahead
     return Compacted(before, after, time.perf_counter() - started)
+
+
+def check_unused(path: str) -> None:
+    """Raise :class:`HomeBusyError` if a process, perhaps this one, has the home open.
+
+    For a caller that prepares the home before compacting it and should not touch it
+    when the compaction could not run anyway; :func:`compact` checks again itself.
+    """
+    os.close(_lock_exclusive(os.path.realpath(path)))
 
 
 def _lock_exclusive(real: str) -> int:

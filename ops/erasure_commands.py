@@ -15,7 +15,7 @@ from typing import Any
 from uuid import uuid4
 
 import msgspec
-from lessonledger.ledger.compaction import Compacted, compact
+from lessonledger.ledger.compaction import Compacted, check_unused, compact
 from lessonledger.ledger.errors import HomeBusyError
 from lessonledger.ops.config import require_home
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
@@ -80,6 +80,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     # require_home first: a directory without the marker gets the same one-line advice
     # as every other command, before compaction looks at any LMDB file.
     require_home(args.home)
+    # A ledger opened and closed first folds any erasure its saved view and index files
+    # predate (a process killed between an erasure and its rebuild leaves such files),
+    # so the compacted file keeps nothing derived from what was erased. Not when the
+    # compaction cannot run: then the home is left as it was.
+    check_unused(str(args.home))
+    with open_lessons(args.home):
+        pass
     result = compact(str(args.home))
     if args.json:
         print_json({"path": str(args.home), **msgspec.to_builtins(result)})

@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from lessonledger.commands import Operation, open_ledger
+from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ops.cli import main
 from lessonledger.ops.config import LOG_NAME
 from lessonledger.ops.erasure_commands import EXIT_COMPACTION_PENDING
+from lessonledger.projections.store import ViewStore
 from residue import found, holder, secret
 
 
@@ -190,3 +193,35 @@ def test_erase_refuses_an_unknown_lesson_in_one_line_and_writes_nothing(
     assert out == ""
     assert err.count("\n") == 1
     assert run(capsys, "--home", str(home), "log", "--json")[1] == before
+
+
+def test_compact_first_brings_views_saved_before_an_erasure_up_to_it(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As if the erasing process died after its commit, before rebuilding its views: the
+    # saved view and index files from before the erasure are put back.
+    home, alice, bob = agents_home
+    with open_ledger(home) as ledger:
+        ledger.save_view()
+        ledger.recaller.save()
+    saved = home.parent / "saved"
+    shutil.copytree(home / "vectors", saved / "vectors")
+    lmdb_home = acquire(str(home))
+    try:
+        stale = ViewStore(lmdb_home).load(VIEW_NAME)
+    finally:
+        release(lmdb_home)
+    assert stale is not None
+    assert alice in stale[1]
+    assert run(capsys, "--home", str(home), "erase", "--principal", "alice", "--reason", "r",
+               "--no-compact")[0] == 0
+    lmdb_home = acquire(str(home))
+    try:
+        ViewStore(lmdb_home).drop(VIEW_NAME)
+        assert ViewStore(lmdb_home).save(VIEW_NAME, *stale)
+    finally:
+        release(lmdb_home)
+    shutil.rmtree(home / "vectors")
+    shutil.copytree(saved / "vectors", home / "vectors")
+    assert run(capsys, "--home", str(home), "compact")[0] == 0
+    assert found(str(home), [alice, bob]) == {bob}
