@@ -54,10 +54,14 @@ class Erasure(NamedTuple):
 class UnknownOutcomeError(InvalidCommandError, KeyError):
     """No outcome with this id is in the log (or its body is already erased)."""
 
-    def __init__(self, outcome_id: UUID) -> None:
-        msg = f"no outcome {outcome_id} in the log; check the id with `lessonledger log`"
+    def __init__(self, outcome_id: UUID, erased_at: int | None = None) -> None:
+        if erased_at is None:
+            msg = f"no outcome {outcome_id} in the log; check the id with `lessonledger log`"
+        else:
+            msg = f"outcome {outcome_id} (position {erased_at}) is already erased"
         super().__init__(msg, "$.subject")
         self.outcome_id = outcome_id
+        self.erased_at = erased_at
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -107,11 +111,14 @@ def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
 
 def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
     """The outcome, what the policies decided from it (and from that), and its lessons."""
-    outcome = next((r for r in log.scan() if r.payload is not None
-                    and r.envelope.type == "outcome.observed"
+    outcomes = [r for r in log.scan() if r.envelope.type == "outcome.observed"]
+    outcome = next((r for r in outcomes if r.payload is not None
                     and _outcome_id(r.payload) == outcome_id), None)
     if outcome is None:
-        raise UnknownOutcomeError(outcome_id)
+        # An outcome's stream is its id (handlers._observe): what is left once erased.
+        erased = [r.envelope.position for r in outcomes
+                  if r.payload is None and r.envelope.stream_id == outcome_id]
+        raise UnknownOutcomeError(outcome_id, erased[0] if erased else None)
     positions = {outcome.envelope.position}
     lessons: set[UUID] = set()
     triggers = [outcome.envelope]

@@ -169,7 +169,8 @@ def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
 def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
     refuse_credentials(cmd.reason, "$.reason")
     old = _current(view, cmd.lesson_id, cmd.expected_version)
-    return [Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="retired:user"),
+    return [Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="retired:user",
+                                     note=cmd.reason),
                     stream=old.lesson_id, version=old.version + 1)]
 
 

@@ -165,6 +165,8 @@ class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded
     lesson_id: UUID
     reason: SupersedeReason
     by: UUID | None = None
+    #: A person's own words, when one retired it.
+    note: Text = ""
 
 
 class LessonRecalled(_Event, frozen=True, kw_only=True, tag="lesson.recalled"):

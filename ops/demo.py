@@ -13,6 +13,7 @@ same world), starting with what the first learned.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.bench_trapworld import run_arm
-from lessonledger.ops.config import open_log, sync_setting
+from lessonledger.ops.config import default_home, open_log, sync_setting
 from lessonledger.ops.trapworld import World, WorldConfig
 from lessonledger.projections.lessons import LessonRow
 
@@ -38,6 +39,13 @@ def _known(home: Path, world: World) -> tuple[list[LessonRow], int]:
         projects = set(world.projects)
         outcomes = sum(o.project in projects for o in ledger.view.outcomes.values())
     return rows, outcomes // (world.config.projects * world.config.sessions)
+
+
+def _command(home: Path) -> str:
+    """How to name this home on a command line the reader can paste."""
+    if home.resolve() == default_home().resolve():
+        return "lessonledger"
+    return f"lessonledger --home {shlex.quote(str(home))}"
 
 
 def run_demo(home: Path) -> int:
@@ -73,8 +81,9 @@ def run_demo(home: Path) -> int:
         report = verify(log)
     print(f"verify: {report.checked} events, chain and bodies "
           f"{'intact' if report.ok else 'DAMAGED'}")
-    print("next: `lessonledger lessons list`, `lessonledger log --json`"
-          + (f", `lessonledger check --project {hint[0]} '{hint[1]}' {hint[2]}`" if hint
+    me = _command(home)
+    print(f"next: `{me} lessons list`, `{me} log --json`"
+          + (f", `{me} check --project {hint[0]} '{hint[1]}' {hint[2]}`" if hint
              else ""))
     return 0 if report.ok else 1
 
@@ -126,7 +135,7 @@ def _learned(home: Path, world: World,
         row = ledger.view.lessons[strongest]
         where = row.scope if row.scope != "global" else (row.projects or world.projects)[-1]
         story = ledger.why(strongest)
-        print(f"\nWhy the strongest lesson exists (`lessonledger why {strongest}`):")
+        print(f"\nWhy the strongest lesson exists (`{_command(home)} why {strongest}`):")
         for step in story.steps[:8]:
             cited = f", outcome {str(step.outcome)[:13]}..." if step.outcome else ""
             print(f"  @{step.position:<5} {step.type:<22} by {step.actor:<7} -> "

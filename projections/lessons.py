@@ -337,7 +337,8 @@ class LessonView:
         row.status = statuses.get(event.reason, "superseded")
         row.superseded_by = event.by
         row.reason = event.reason
-        self._move(row, position, "lesson.superseded", None, event.reason)
+        self._move(row, position, "lesson.superseded", None,
+                   f"{event.reason}: {event.note}" if event.note else event.reason)
 
     def _promote(self, event: LessonPromoted, position: int) -> None:
         row = self._s.lessons.get(event.lesson_id)

@@ -284,3 +284,10 @@ def test_an_erasure_of_more_than_a_record_holds_is_split_and_answered_whole(
     assert (erasure.position, erasure.erased) == (head + 1, alices)
     assert ledger.erase(key="e", what="principal", subject="alice") == erasure
     assert ledger.log.head() == head + records
+
+
+def test_erasing_an_erased_outcome_says_so(ledger: Ledger) -> None:
+    outcome = learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    ledger.erase(key="e1", what="outcome", subject=str(outcome))
+    with pytest.raises(UnknownOutcomeError, match="already erased"):
+        ledger.erase(key="e2", what="outcome", subject=str(outcome))

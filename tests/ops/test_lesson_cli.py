@@ -87,6 +87,17 @@ def test_edit_then_history_walks_the_chain(home: str, capsys: pytest.CaptureFixt
         ("superseded", "Prefer `py"), ("trial", "Run pytest")]
 
 
+def test_a_retirement_keeps_the_reason_given(
+    home: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lesson = str(_lessons(capsys, home)[0]["lesson_id"])
+    assert run(capsys, "--home", home, "lessons", "retire", lesson,
+               "--reason", "wrong for this repo")[0] == 0
+    code, out, _ = run(capsys, "--home", home, "lessons", "show", lesson, "--json")
+    assert code == 0
+    assert json.loads(out)["moves"][-1][4] == "retired:user: wrong for this repo"
+
+
 def test_stale_edit_and_unknown_lesson_are_one_line_exit_2(
     home: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
