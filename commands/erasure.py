@@ -10,6 +10,9 @@
   decided: a lesson's promotion or absorption), and every event about the lessons they
   proposed from it.
 
+Whatever the kind, every confirmation, contradiction or demotion that cites an erased
+outcome goes too: the evidence is gone, so what it counted for goes with it.
+
 Envelopes hold no content (DESIGN §3), so they stay, and the chain with them. What the
 views derived from the erased bodies goes when they are rebuilt from the log without
 them (:meth:`Ledger.erase` does that, and so does every process that folds the
@@ -32,6 +35,8 @@ from lessonledger.ledger.log import Record, Writing
 
 __all__ = ["Erasure", "UnknownOutcomeError", "erased_positions"]
 
+#: The events that credit or blame a lesson on an outcome (``outcome_id``).
+_ATTRIBUTIONS = frozenset({"lesson.confirmed", "lesson.contradicted", "lesson.demoted"})
 #: The events that name a lesson in their body (``lesson_id``).
 _ABOUT_A_LESSON = frozenset({
     "lesson.proposed", "lesson.confirmed", "lesson.contradicted", "lesson.promoted",
@@ -78,16 +83,36 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
     what, subject = command.what, command.subject
     if what in ("principal", "session"):
         # Erasures themselves stay: they are the audit trail, and what replicas apply.
-        return [r.envelope.position for r in log.scan()
-                if r.payload is not None and r.envelope.type != "erasure.erased"
-                and getattr(r.envelope, what) == subject]
-    target = _uuid(subject)
-    if what == "lesson":
+        positions = [r.envelope.position for r in log.scan()
+                     if r.payload is not None and r.envelope.type != "erasure.erased"
+                     and getattr(r.envelope, what) == subject]
+    elif what == "lesson":
+        target = _uuid(subject)
         positions = _about(log.scan(), {target})
         if not positions:
             raise UnknownLessonError(target)
-        return positions
-    return _outcome(log, target)
+    else:
+        positions = _outcome(log, _uuid(subject))
+    return _with_attributions(log, positions)
+
+
+def _with_attributions(log: Writing, positions: list[int]) -> list[int]:
+    """``positions`` and every event crediting or blaming a lesson on an outcome among them.
+
+    Whoever's the lesson, the evidence was the erased outcome: a confirmation made when
+    another lesson absorbed one citing it, say, carries the absorbed one's principal.
+    """
+    erased = set(positions)
+    outcomes = set()
+    for position in positions:
+        payload = log.read(position, limit=1)[0].payload
+        if payload is not None and (outcome := _outcome_id(payload)) is not None:
+            outcomes.add(outcome)
+    if outcomes:
+        erased.update(r.envelope.position for r in log.scan()
+                      if r.payload is not None and r.envelope.type in _ATTRIBUTIONS
+                      and getattr(decode_event(r.payload), "outcome_id", None) in outcomes)
+    return sorted(erased)
 
 
 def _uuid(subject: str) -> UUID:

@@ -291,3 +291,28 @@ def test_erasing_an_erased_outcome_says_so(ledger: Ledger) -> None:
     ledger.erase(key="e1", what="outcome", subject=str(outcome))
     with pytest.raises(UnknownOutcomeError, match="already erased"):
         ledger.erase(key="e2", what="outcome", subject=str(outcome))
+
+
+@pytest.mark.parametrize("what", ["outcome", "principal"])
+def test_a_confirmation_citing_an_erased_outcome_goes_with_it(
+        tmp_path: Path, what: str) -> None:
+    # An extractor's lesson citing carol's outcome is absorbed by bob's: the confirmation
+    # that follows carries the extractor's principal, but the evidence is carol's.
+    with open_ledger(tmp_path, sync=False) as ledger:
+        learn(ledger, "b1", P1, "bob", ALICE_TARGET, session="s-bob")
+        [lesson] = lessons_on(ledger, ALICE_TARGET)
+        before = ledger.lesson(lesson)
+        carols = ledger.observe_outcome(
+            key="c1", project=P1, principal="carol", session="s-carol", passed=False,
+            operations=[Operation(op=AVOID, target=ALICE_TARGET, ok=False, error="x"),
+                        Operation(op=PREFER, target=ALICE_TARGET, ok=True, order=1)],
+        ).ids["outcome_id"]
+        ledger.propose_lesson(key="x1", project=P1, text="prefer the root", kind="prefer",
+                              avoid_op=AVOID, prefer_op=PREFER, target=ALICE_TARGET,
+                              evidence=[carols], principal="extractor")
+        assert carols in ledger.lesson(lesson).evidence
+        ledger.erase(key="e", what=what,
+                     subject=str(carols) if what == "outcome" else "carol")
+        after = ledger.lesson(lesson)
+        assert (after.confidence, after.evidence, after.sessions) == (
+            before.confidence, before.evidence, before.sessions)
