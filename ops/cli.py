@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -195,6 +196,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lessonledger", description=(
         "An event-sourced memory ledger: agents record outcomes and lessons; "
         "every write is an immutable, hash-chained event."))
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {importlib.metadata.version('lessonledger')}")
     parser.add_argument("--home", type=Path, default=None, help=(
         f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger)"))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",

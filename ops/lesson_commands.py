@@ -24,6 +24,7 @@ from lessonledger.commands.messages import (
     EditLesson,
     Reconcile,
     RetireLesson,
+    command_from,
     decode_command,
 )
 from lessonledger.ledger.errors import LedgerConfigError
@@ -145,9 +146,9 @@ def _run(args: argparse.Namespace, command: AnyCommand | Callable[[Ledger], AnyC
 def _cmd_edit(args: argparse.Namespace) -> int:
     def edit(ledger: Ledger) -> AnyCommand:
         lesson_id = find_lesson(ledger, args.lesson)
-        return EditLesson(key=args.key or f"edit:{lesson_id}:{time.time_ns()}",
-                          lesson_id=lesson_id, text=args.text, actor="user",
-                          expected_version=args.expected_version)
+        return command_from({"key": args.key or f"edit:{lesson_id}:{time.time_ns()}",
+                             "lesson_id": lesson_id, "text": args.text, "actor": "user",
+                             "expected_version": args.expected_version}, EditLesson)
 
     return _run(args, edit)
 
@@ -155,17 +156,17 @@ def _cmd_edit(args: argparse.Namespace) -> int:
 def _cmd_retire(args: argparse.Namespace) -> int:
     def retire(ledger: Ledger) -> AnyCommand:
         lesson_id = find_lesson(ledger, args.lesson)
-        return RetireLesson(key=args.key or f"retire:{lesson_id}:{time.time_ns()}",
-                            lesson_id=lesson_id, reason=args.reason, actor="user",
-                            expected_version=args.expected_version)
+        return command_from({"key": args.key or f"retire:{lesson_id}:{time.time_ns()}",
+                             "lesson_id": lesson_id, "reason": args.reason, "actor": "user",
+                             "expected_version": args.expected_version}, RetireLesson)
 
     return _run(args, retire)
 
 
 def _cmd_reconcile(args: argparse.Namespace) -> int:
     now = args.now or datetime.now(UTC)
-    return _run(args, Reconcile(key=args.key or f"reconcile:{now.isoformat()}", now=now,
-                                actor="operator"))
+    return _run(args, command_from({"key": args.key or f"reconcile:{now.isoformat()}",
+                                    "now": now, "actor": "operator"}, Reconcile))
 
 
 def _commands(stream: IO[str]) -> list[tuple[int, AnyCommand]]:
