@@ -34,7 +34,7 @@ import time
 import lmdb
 import msgspec
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
-from lessonledger.ledger.lmdb_env import LOCK_FILE, open_environment
+from lessonledger.ledger.lmdb_env import open_environment, open_lock_file
 
 __all__ = ["Compacted", "check_unused", "compact"]
 
@@ -95,11 +95,7 @@ def check_unused(path: str) -> None:
 
 def _lock_exclusive(real: str) -> int:
     """Take ``home.lock`` exclusively, or raise :class:`HomeBusyError` at once."""
-    try:
-        fd = os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        msg = f"cannot open {LOCK_FILE} in ledger home {real!r}: {e.strerror}; check permissions"
-        raise LedgerConfigError(msg) from e
+    fd = open_lock_file(real)
     try:
         # Not waiting: an agent may keep its home open for hours, and someone asking to
         # compact is better told to stop it than left hanging.

@@ -26,6 +26,7 @@ __all__ = [
     "LMDBHome",
     "acquire",
     "open_environment",
+    "open_lock_file",
     "release",
 ]
 
@@ -122,6 +123,20 @@ def open_environment(
     return env
 
 
+def open_lock_file(real: str) -> int:
+    """Open the home's ``home.lock`` (made if missing) and return the descriptor.
+
+    Raises:
+        LedgerConfigError: it cannot be opened.
+    """
+    try:
+        # Python opens descriptors non-inheritable, so a child process never keeps it.
+        return os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        msg = f"cannot open {LOCK_FILE} in ledger home {real!r}: {e.strerror}; check permissions"
+        raise LedgerConfigError(msg) from e
+
+
 def _lock_shared(real: str) -> int:
     """Open ``home.lock`` and take a shared flock on it, waiting out a compaction.
 
@@ -131,12 +146,7 @@ def _lock_shared(real: str) -> int:
     to the open file, so closing another descriptor of the same file (fcntl's trap) never
     drops it, and a second open in this process (compaction's own) conflicts with it.
     """
-    try:
-        # Python opens descriptors non-inheritable, so a child process never keeps it.
-        fd = os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        msg = f"cannot open {LOCK_FILE} in ledger home {real!r}: {e.strerror}; check permissions"
-        raise LedgerConfigError(msg) from e
+    fd = open_lock_file(real)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
     except BaseException:
