@@ -45,7 +45,7 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import DAY_NS, Rules, clamp
 
-__all__ = ["Decided", "command_id", "decide", "occurred_ns"]
+__all__ = ["FIRST_EVENT", "Decided", "command_id", "decide", "occurred_ns"]
 
 _NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
 
@@ -213,6 +213,13 @@ def _leaves(row: LessonRow, confidence: float, now: int,
         return "expired"
     return ""
 
+
+#: The type of the first event each kind of command writes: a retry must find it there.
+FIRST_EVENT: dict[type, str] = {
+    ObserveOutcome: "outcome.observed", ProposeLesson: "lesson.proposed",
+    EditLesson: "lesson.proposed", RetireLesson: "lesson.superseded",
+    DeclareEnvironmentChange: "environment.changed", Reconcile: "reconcile.passed",
+}
 
 _HANDLERS: dict[type, Callable[[Any, LessonView], list[Decided]]] = {
     ObserveOutcome: _observe, ProposeLesson: _propose, EditLesson: _edit,

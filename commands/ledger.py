@@ -45,7 +45,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
     UnknownLessonError,
 )
-from lessonledger.commands.handlers import command_id, decide, occurred_ns
+from lessonledger.commands.handlers import FIRST_EVENT, command_id, decide, occurred_ns
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
@@ -213,7 +213,8 @@ class Ledger:
         """
         parent = command_id(command.key)
         with self._transaction() as writing:
-            outcome = self._receipt(parent, writing) or self._decide(command, parent, writing)
+            outcome = (self._receipt(command, parent, writing)
+                       or self._decide(command, parent, writing))
         if isinstance(outcome, CommandError):
             raise outcome
         return outcome
@@ -231,8 +232,8 @@ class Ledger:
         with self._transaction() as writing:
             for index, command in enumerate(commands):
                 parent = command_id(command.key)
-                outcome = self._receipt(parent, writing) or self._decide(
-                    command, parent, writing)
+                outcome = (self._receipt(command, parent, writing)
+                           or self._decide(command, parent, writing))
                 if isinstance(outcome, CommandError):
                     raise BatchRefusedError(index, outcome)
                 receipts.append(outcome)
@@ -278,14 +279,21 @@ class Ledger:
         self._fold(writing, writing.append)
         return Receipt([int(p) for p in positions], minted(decided))
 
-    def _receipt(self, parent: UUID, log: Writing) -> Receipt | None:
-        """The receipt of a command already in the log, else None."""
+    def _receipt(self, command: AnyCommand, parent: UUID,
+                 log: Writing) -> Receipt | CommandError | None:
+        """The receipt of a command already in the log, else None.
+
+        A key that an earlier command of another kind used is refused (returned).
+        """
         positions: list[int] = []
         while (p := log.position_of(derived_id(parent, str(len(positions))).bytes)):
             positions.append(int(p))
         if not positions:
             return None
         records = [log.read(p, limit=1)[0] for p in positions]
+        first = records[0].envelope.type
+        if first != FIRST_EVENT[type(command)]:
+            return KeyReusedError(command.key, f"a command that wrote {first}")
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
         return Receipt(positions, minted_events(events))
 

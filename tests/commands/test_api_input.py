@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from lessonledger.commands import open_ledger
-from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
 
 GOOD: dict[str, Any] = {"key": "k1", "project": "a" * 32, "passed": True}
 
@@ -42,3 +42,12 @@ def test_queries_refuse_a_project_that_is_no_digest_and_record_nothing(
             assert refused.value.field == "$.project"
         ledger.flush()
         assert ledger.log.head() == 0
+
+
+def test_a_key_an_earlier_command_of_another_kind_used_is_refused(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        ledger.observe_outcome(key="k", project="a" * 16, passed=True)
+        head = ledger.log.head()
+        with pytest.raises(KeyReusedError, match=r"outcome\.observed"):
+            ledger.reconcile(key="k", now="2030-01-01T00:00:00Z")
+        assert ledger.log.head() == head
