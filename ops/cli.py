@@ -255,7 +255,23 @@ def _parser() -> argparse.ArgumentParser:
     lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
     lifecycle.set_defaults(run=_cmd_bench_lifecycle)
     _trapworld_parser(which)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command's own ``--help`` page its one-line help as a description.
+
+    argparse shows a sub-command's ``help`` only in its parent's list; the page itself
+    would start with the options alone.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                child = action.choices[listed.dest]
+                if child.description is None and listed.help:
+                    child.description = listed.help[0].upper() + listed.help[1:] + "."
+                _describe(child)
 
 
 def _trapworld_parser(which: Any) -> None:
