@@ -18,7 +18,7 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError
-from lessonledger.commands.ledger import VIEW_NAME, Ledger
+from lessonledger.commands.ledger import ERASED, VIEW_NAME, Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
     EditLesson,
@@ -28,6 +28,7 @@ from lessonledger.commands.messages import (
     decode_command,
 )
 from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
@@ -57,6 +58,14 @@ def find_lesson(ledger: Ledger, text: str) -> UUID:
         return matches[0]
     if not matches:
         msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
+        erased = [(r.envelope.position, e) for r in ledger.log.scan()
+                  if r.envelope.type == ERASED and r.payload is not None
+                  and isinstance(e := decode_event(r.payload), Erased)
+                  and e.what == "lesson" and e.subject.startswith(text.lower())]
+        if erased:
+            position, erasure = erased[-1]
+            msg = (f"lesson {erasure.subject} was erased at position {position} by "
+                   f"{erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
     else:
         msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
     raise LedgerConfigError(msg)

@@ -225,3 +225,19 @@ def test_compact_first_brings_views_saved_before_an_erasure_up_to_it(
     shutil.copytree(saved / "vectors", home / "vectors")
     assert run(capsys, "--home", str(home), "compact")[0] == 0
     assert found(str(home), [alice, bob]) == {bob}
+
+
+def test_an_erased_lesson_asked_for_by_id_says_it_was_erased(
+    agents_home: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home, _, _ = agents_home
+    listed = run(capsys, "--home", str(home), "lessons", "list", "--json")[1]
+    lesson = json.loads(listed.splitlines()[0])["lesson_id"]
+    assert run(capsys, "--home", str(home), "erase", "--lesson", lesson[:8],
+               "--reason", "wrong", "--by", "ana")[0] == 0
+    for command in (["lessons", "show"], ["why"]):
+        code, _, err = run(capsys, "--home", str(home), *command, lesson[:8])
+        assert code == 2
+        assert err.count("\n") == 1
+        assert f"lesson {lesson} was erased at position" in err
+        assert "by ana (wrong)" in err
