@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 C = TypeVar("C", bound="_Command")
+#: A lesson's words: something to read, not only spaces.
+LessonText = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
 IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
 Label = Annotated[str, Meta(max_length=200)]
 
@@ -81,7 +83,7 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     """
 
     project: Scope
-    text: Annotated[str, Meta(min_length=1, max_length=2000)]
+    text: LessonText
     kind: LessonKind
     avoid_op: Annotated[str, Meta(max_length=512)] = ""
     prefer_op: Annotated[str, Meta(max_length=512)] = ""
@@ -106,7 +108,7 @@ class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):
     """Replace a lesson's text: a new lesson supersedes the old, which stays in history."""
 
     lesson_id: UUID
-    text: Annotated[str, Meta(min_length=1, max_length=2000)]
+    text: LessonText
     expected_version: Annotated[int, Meta(ge=0)] | None = None
 
 
