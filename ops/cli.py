@@ -84,7 +84,8 @@ def _stats(log: EventLog, home: Path) -> dict[str, object]:
     for record in log.scan():
         types[record.envelope.type] += 1
         erased += record.payload is None
-    size = sum(p.stat().st_size for p in home.glob("*.mdb"))
+    # Every file of the home: the LMDB files and the vector index under vectors/.
+    size = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
     return {"home": str(home), "head": log.head(), "events_by_type": dict(types),
             "erased_bodies": erased, "file_bytes": size, "fsync": log.home.sync}
 
