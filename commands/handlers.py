@@ -45,7 +45,7 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import DAY_NS, Rules, clamp
 
-__all__ = ["FIRST_EVENT", "Decided", "command_id", "decide", "occurred_ns"]
+__all__ = ["Decided", "command_id", "decide", "occurred_ns", "same_command"]
 
 _NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
 
@@ -214,12 +214,30 @@ def _leaves(row: LessonRow, confidence: float, now: int,
     return ""
 
 
-#: The type of the first event each kind of command writes: a retry must find it there.
-FIRST_EVENT: dict[type, str] = {
-    ObserveOutcome: "outcome.observed", ProposeLesson: "lesson.proposed",
-    EditLesson: "lesson.proposed", RetireLesson: "lesson.superseded",
-    DeclareEnvironmentChange: "environment.changed", Reconcile: "reconcile.passed",
-}
+def same_command(command: AnyCommand, first: AnyEvent) -> bool:
+    """Whether ``first``, the first event written under ``command``'s key, is its own.
+
+    True for a retry; False when the key was used before for another command (of
+    another kind, or the same kind saying something else).
+    """
+    match command, first:
+        case ObserveOutcome(), OutcomeObserved():
+            return (first.project, first.passed, first.task, first.operations) == (
+                command.project, command.passed, command.task, command.operations)
+        case ProposeLesson(), LessonProposed():
+            return (first.text, first.kind, first.target, first.scope) == (
+                command.text, command.kind, command.target, command.project)
+        case EditLesson(), LessonProposed():
+            return (first.text, first.supersedes) == (command.text, command.lesson_id)
+        case RetireLesson(), LessonSuperseded():
+            return first.lesson_id == command.lesson_id
+        case DeclareEnvironmentChange(), EnvironmentChanged():
+            return (first.scope, first.component, first.new) == (
+                command.scope, command.component, command.new)
+        case Reconcile(), ReconcilePassed():
+            return first.now == occurred_ns(command.now)
+    return False
+
 
 _HANDLERS: dict[type, Callable[[Any, LessonView], list[Decided]]] = {
     ObserveOutcome: _observe, ProposeLesson: _propose, EditLesson: _edit,

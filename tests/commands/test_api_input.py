@@ -51,3 +51,14 @@ def test_a_key_an_earlier_command_of_another_kind_used_is_refused(tmp_path: Path
         with pytest.raises(KeyReusedError, match=r"outcome\.observed"):
             ledger.reconcile(key="k", now="2030-01-01T00:00:00Z")
         assert ledger.log.head() == head
+
+
+def test_a_key_reused_for_a_command_of_the_same_kind_saying_else_is_refused(
+        tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        first = ledger.observe_outcome(key="k", project="a" * 16, passed=True)
+        assert ledger.observe_outcome(key="k", project="a" * 16, passed=True) == first
+        head = ledger.log.head()
+        with pytest.raises(KeyReusedError, match="position 1"):
+            ledger.observe_outcome(key="k", project="a" * 16, passed=False)
+        assert ledger.log.head() == head
