@@ -26,14 +26,30 @@ from collections.abc import Iterable
 from typing import NamedTuple
 from uuid import UUID
 
-from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
+from lessonledger.commands.errors import (
+    InvalidCommandError,
+    KeyReusedError,
+    UnknownLessonError,
+)
+from lessonledger.commands.handlers import command_id, occurred_ns
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
-from lessonledger.ledger.events import LessonProposed, OutcomeObserved, decode_event
+from lessonledger.ledger.events import Erased, LessonProposed, OutcomeObserved, decode_event
 from lessonledger.ledger.ids import derived_id
-from lessonledger.ledger.log import Record, Writing
+from lessonledger.ledger.log import NewEvent, Record, Writing
+from lessonledger.ledger.submission import new_event
 
-__all__ = ["Erasure", "UnknownOutcomeError", "erased_positions"]
+__all__ = [
+    "ERASED_PER_RECORD",
+    "Erasure",
+    "UnknownOutcomeError",
+    "erased_positions",
+    "erasure_of",
+    "erasure_records",
+]
+
+#: Positions named per ``Erased`` record: about 500 KB of body, half the limit.
+ERASED_PER_RECORD = 100_000
 
 #: The events that credit or blame a lesson on an outcome (``outcome_id``).
 _ATTRIBUTIONS = frozenset({"lesson.confirmed", "lesson.contradicted", "lesson.demoted"})
@@ -171,3 +187,49 @@ def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
 def _outcome_id(payload: bytes) -> UUID | None:
     event = decode_event(payload)
     return event.outcome_id if isinstance(event, OutcomeObserved) else None
+
+
+def erasure_records(command: Erase, erased: list[int]) -> list[NewEvent]:
+    """The ``Erased`` records of ``command``: several when one would pass the body limit."""
+    chunks = [erased[i : i + ERASED_PER_RECORD]
+              for i in range(0, len(erased), ERASED_PER_RECORD)] or [[]]
+    parent = command_id(command.key)
+    return [new_event(Erased(what=command.what, subject=command.subject, by=command.actor,
+                             reason=command.reason, positions=chunk),
+                      stream=eid, version=0, event_id=eid, actor=command.actor,
+                      principal=command.principal, session=command.session,
+                      occurred_at=occurred_ns(command.occurred_at))
+            for eid, chunk in ((_record_id(parent, i), c) for i, c in enumerate(chunks))]
+
+
+def erasure_of(log: Writing, command: Erase) -> Erasure | None:
+    """What ``command``'s key erased before, if it was used: a retry's answer.
+
+    Raises:
+        KeyReusedError: the key erased something else.
+    """
+    parent = command_id(command.key)
+    records: list[tuple[int, Erased]] = []
+    for part in itertools.count():
+        position = log.position_of(_record_id(parent, part).bytes)
+        if position is None:
+            break
+        payload = log.read(position, limit=1)[0].payload
+        event = decode_event(payload) if payload is not None else None
+        assert isinstance(event, Erased), "an erasure's records are never erased"
+        records.append((position, event))
+    if not records:
+        return None
+    first = records[0][1]
+    if (first.what, first.subject) != (command.what, command.subject):
+        raise KeyReusedError(command.key, f"erasing {first.what} {first.subject}")
+    return Erasure(records[0][0], [p for _, event in records for p in event.positions])
+
+
+def _record_id(parent: UUID, part: int) -> UUID:
+    """The id of an erasure's ``part``-th record.
+
+    Never ``"0"``, the first id of every other command: an erasure and another command
+    sent with the same key must not take each other for a retry.
+    """
+    return derived_id(parent, f"erasure:{part}" if part else "erasure")

@@ -24,7 +24,6 @@ Every query that reads usage flushes first, so this process always reads its own
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
@@ -38,7 +37,12 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
-from lessonledger.commands.erasure import Erasure, erased_positions
+from lessonledger.commands.erasure import (
+    Erasure,
+    erased_positions,
+    erasure_of,
+    erasure_records,
+)
 from lessonledger.commands.errors import (
     BatchRefusedError,
     CommandError,
@@ -77,8 +81,6 @@ __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
 VIEW_NAME = "lessons"
 ERASED = Erased.__struct_config__.tag
-#: Positions named per ``Erased`` record: about 500 KB of body, half the limit.
-ERASED_PER_RECORD = 100_000
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
 
@@ -335,34 +337,15 @@ class Ledger:
             CommandError: the command is refused; nothing was written.
         """
         command = command_from(fields, Erase)
-        parent = command_id(command.key)
         with self._transaction() as writing:
-            if writing.position_of(_erasure_id(parent, 0).bytes) is None:
+            if not erasure_of(writing, command):
                 erased = erased_positions(writing, command)
-                # Several records when one would pass the body limit (~200k positions).
-                chunks = [erased[i : i + ERASED_PER_RECORD]
-                          for i in range(0, len(erased), ERASED_PER_RECORD)] or [[]]
-                writing.append([new_event(
-                    Erased(what=command.what, subject=command.subject, by=command.actor,
-                           reason=command.reason, positions=chunk),
-                    stream=eid, version=0, event_id=eid, actor=command.actor,
-                    principal=command.principal, session=command.session,
-                    occurred_at=occurred_ns(command.occurred_at))
-                    for eid, chunk in ((_erasure_id(parent, i), c) for i, c in enumerate(chunks))])
+                writing.append(erasure_records(command, erased))
                 writing.erase_bodies(erased)
                 self._fold(writing, writing.append)
-            records: list[tuple[int, Erased]] = []
-            for part in itertools.count():
-                position = writing.position_of(_erasure_id(parent, part).bytes)
-                if position is None:
-                    break
-                event = decode_event(cast_bytes(writing.read(position, limit=1)[0].payload))
-                assert isinstance(event, Erased)
-                records.append((position, event))
-            first = records[0][1]
-            if (first.what, first.subject) != (command.what, command.subject):
-                raise KeyReusedError(command.key, f"erasing {first.what} {first.subject}")
-        return Erasure(records[0][0], [p for _, event in records for p in event.positions])
+            done = erasure_of(writing, command)
+        assert done is not None
+        return done
 
     # -- queries ---------------------------------------------------------------------
 
@@ -500,15 +483,6 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-
-def _erasure_id(parent: UUID, part: int) -> UUID:
-    """The id of an erasure's ``part``-th record.
-
-    Never ``"0"``, the first id of every other command: an erasure and another command
-    sent with the same key must not take each other for a retry.
-    """
-    return derived_id(parent, f"erasure:{part}" if part else "erasure")
 
 
 def _fold_afresh(log: EventLog | Writing, rules: Rules, stop: int) -> LessonView:

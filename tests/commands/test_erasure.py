@@ -272,7 +272,7 @@ def test_a_key_reused_for_another_erasure_is_refused(ledger: Ledger) -> None:
 def test_an_erasure_of_more_than_a_record_holds_is_split_and_answered_whole(
         ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     # The real limit is 100k positions a record; two make the split show on a small log.
-    monkeypatch.setattr("lessonledger.commands.ledger.ERASED_PER_RECORD", 2)
+    monkeypatch.setattr("lessonledger.commands.erasure.ERASED_PER_RECORD", 2)
     learn(ledger, "a1", P1, "alice", ALICE_TARGET)
     learn(ledger, "a2", P2, "alice", BOB_TARGET)
     alices = [r.envelope.position for r in ledger.log.scan() if r.envelope.principal == "alice"]
