@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 from uuid import UUID
 
+import msgspec
 from lessonledger.commands.errors import (
     InvalidCommandError,
     KeyReusedError,
@@ -34,7 +35,13 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.handlers import command_id, occurred_ns
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
-from lessonledger.ledger.events import Erased, LessonProposed, OutcomeObserved, decode_event
+from lessonledger.ledger.events import (
+    AnyEvent,
+    Erased,
+    LessonProposed,
+    OutcomeObserved,
+    decode_event,
+)
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.log import NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
@@ -42,6 +49,7 @@ from lessonledger.ledger.submission import new_event
 __all__ = [
     "ERASED_PER_RECORD",
     "Erasure",
+    "NothingToEraseError",
     "UnknownOutcomeError",
     "erased_positions",
     "erasure_of",
@@ -72,6 +80,17 @@ class Erasure(NamedTuple):
     erased: list[int]
 
 
+class NothingToEraseError(InvalidCommandError):
+    """No event names this principal or session, or all of theirs are erased already."""
+
+    def __init__(self, what: str, subject: str, erased: int) -> None:
+        if erased:
+            msg = f"the {erased} events of {what} {subject!r} are erased already"
+        else:
+            msg = f"no event names {what} {subject!r}; check the name (nothing was recorded)"
+        super().__init__(msg, "$.subject")
+
+
 class UnknownOutcomeError(InvalidCommandError, KeyError):
     """No outcome with this id is in the log (or its body is already erased)."""
 
@@ -92,6 +111,7 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
     """Return, in order, the positions whose bodies ``command`` erases (present ones only).
 
     Raises:
+        NothingToEraseError: no present body names the principal or session.
         InvalidCommandError: a lesson or outcome subject is not a UUID.
         UnknownLessonError: no lesson with that id was ever proposed.
         UnknownOutcomeError: no outcome with that id is in the log.
@@ -99,9 +119,11 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
     what, subject = command.what, command.subject
     if what in ("principal", "session"):
         # Erasures themselves stay: they are the audit trail, and what replicas apply.
-        positions = [r.envelope.position for r in log.scan()
-                     if r.payload is not None and r.envelope.type != "erasure.erased"
-                     and getattr(r.envelope, what) == subject]
+        named = [r for r in log.scan() if r.envelope.type != "erasure.erased"
+                 and getattr(r.envelope, what) == subject]
+        positions = [r.envelope.position for r in named if r.payload is not None]
+        if not positions:
+            raise NothingToEraseError(what, subject, len(named))
     elif what == "lesson":
         target = _uuid(subject)
         positions = _about(log.scan(), {target})
@@ -119,15 +141,13 @@ def _with_attributions(log: Writing, positions: list[int]) -> list[int]:
     another lesson absorbed one citing it, say, carries the absorbed one's principal.
     """
     erased = set(positions)
-    outcomes = set()
-    for position in positions:
-        payload = log.read(position, limit=1)[0].payload
-        if payload is not None and (outcome := _outcome_id(payload)) is not None:
-            outcomes.add(outcome)
+    outcomes = {_outcome_id(r.payload) for r in log.scan()
+                if r.envelope.position in erased and r.payload is not None
+                and r.envelope.type == "outcome.observed"} - {None}
     if outcomes:
         erased.update(r.envelope.position for r in log.scan()
                       if r.payload is not None and r.envelope.type in _ATTRIBUTIONS
-                      and getattr(decode_event(r.payload), "outcome_id", None) in outcomes)
+                      and getattr(_event(r.payload), "outcome_id", None) in outcomes)
     return sorted(erased)
 
 
@@ -145,7 +165,7 @@ def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
     for record in records:
         if record.payload is None or record.envelope.type not in _ABOUT_A_LESSON:
             continue
-        if getattr(decode_event(record.payload), "lesson_id", None) in lessons:
+        if getattr(_event(record.payload), "lesson_id", None) in lessons:
             positions.append(record.envelope.position)
     return positions
 
@@ -176,7 +196,7 @@ def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
                 continue
             positions.add(position)
             triggers.append(record.envelope)
-            event = decode_event(record.payload)
+            event = _event(record.payload)
             if isinstance(event, LessonProposed):
                 lessons.add(event.lesson_id)
     if lessons:
@@ -185,8 +205,16 @@ def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
 
 
 def _outcome_id(payload: bytes) -> UUID | None:
-    event = decode_event(payload)
+    event = _event(payload)
     return event.outcome_id if isinstance(event, OutcomeObserved) else None
+
+
+def _event(payload: bytes) -> AnyEvent | None:
+    """The catalogue event of a body, or None for another writer's (an application's)."""
+    try:
+        return decode_event(payload)
+    except msgspec.DecodeError:
+        return None
 
 
 def erasure_records(command: Erase, erased: list[int]) -> list[NewEvent]:

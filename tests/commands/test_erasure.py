@@ -14,10 +14,11 @@ from uuid import UUID, uuid4
 import pytest
 from lesson_agent import AVOID, P1, P2, PREFER, T0, Agent, day
 from lessonledger.commands import Ledger, Operation, UnknownLessonError, open_ledger
-from lessonledger.commands.erasure import UnknownOutcomeError
+from lessonledger.commands.erasure import NothingToEraseError, UnknownOutcomeError
 from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
 from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
+from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.verify import verify
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.vector_index import VectorIndex
@@ -167,7 +168,12 @@ def test_a_refused_erasure_writes_nothing(ledger: Ledger) -> None:
 def test_an_erasure_record_is_never_erased_by_a_later_one(ledger: Ledger) -> None:
     learn(ledger, "a1", P1, "alice", ALICE_TARGET)
     first = ledger.erase(key="e1", what="principal", subject="alice", principal="ops")
-    ledger.erase(key="e2", what="principal", subject="ops", principal="ops")
+    head = ledger.log.head()
+    with pytest.raises(NothingToEraseError, match="no event names principal 'ops'"):
+        ledger.erase(key="e2", what="principal", subject="ops", principal="ops")
+    with pytest.raises(NothingToEraseError, match="erased already"):
+        ledger.erase(key="e3", what="principal", subject="alice")
+    assert ledger.log.head() == head
     assert bodies(ledger)[first.position] is not None
 
 
@@ -316,3 +322,13 @@ def test_a_confirmation_citing_an_erased_outcome_goes_with_it(
         after = ledger.lesson(lesson)
         assert (after.confidence, after.evidence, after.sessions) == (
             before.confidence, before.evidence, before.sessions)
+
+
+def test_bodies_that_are_no_catalogue_event_are_erased_too(ledger: Ledger) -> None:
+    # Another writer (an application) may append raw bodies stamped with a principal.
+    ledger.log.append([NewEvent("notes", v, "note", b"x", principal="alice")
+                       for v in range(3)])
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    erasure = ledger.erase(key="e", what="principal", subject="alice")
+    assert erasure.erased[:3] == [1, 2, 3]
+    assert all(bodies(ledger)[p] is None for p in erasure.erased)
