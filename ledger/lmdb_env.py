@@ -15,6 +15,8 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import lmdb
@@ -25,8 +27,10 @@ __all__ = [
     "LOCK_FILE",
     "LMDBHome",
     "acquire",
+    "on_read_only_filesystem",
     "open_environment",
     "open_lock_file",
+    "read_only",
     "release",
 ]
 
@@ -111,8 +115,16 @@ def open_environment(
     except lmdb.Error as e:
         msg = f"cannot open ledger home {path!r}: {e}; check the path and its permissions"
         raise LedgerConfigError(msg) from e
-    # A file cut short maps pages past its end: reading them kills the process (SIGBUS)
-    # instead of raising, so the length is checked against the pages in use first.
+    _check_length(env, path)
+    return env
+
+
+def _check_length(env: lmdb.Environment, path: str) -> None:
+    """Refuse (closing ``env``) a data file shorter than the pages its meta page uses.
+
+    A file cut short maps pages past its end: reading them kills the process (SIGBUS)
+    instead of raising, so the length is checked before anything is read.
+    """
     used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
     size = os.path.getsize(os.path.join(path, "data.mdb"))
     if size < used:
@@ -120,7 +132,36 @@ def open_environment(
         msg = (f"ledger home {path!r} is damaged: data.mdb has {size:,} bytes but its "
                f"pages reach {used:,}; restore the home from a backup")
         raise LedgerConfigError(msg)
-    return env
+
+
+@contextmanager
+def read_only(path: str) -> Iterator[LMDBHome]:
+    """Open a home that nobody writes to (a backup, a snapshot, read-only media).
+
+    Not a byte is written: neither ``home.lock`` nor LMDB's reader table is touched,
+    which is safe only while no process writes to the home. A read-only filesystem
+    guarantees that; elsewhere, the caller vouches for it.
+
+    Raises:
+        LedgerConfigError: LMDB cannot open it, or its file is cut short.
+    """
+    real = os.path.realpath(path)
+    try:
+        env = lmdb.open(real, readonly=True, lock=False, max_dbs=_MAX_DBS,
+                        map_size=DEFAULT_MAP_SIZE, create=False)
+    except lmdb.Error as e:
+        msg = f"cannot open ledger home {real!r} read-only: {e}; check the path"
+        raise LedgerConfigError(msg) from e
+    _check_length(env, real)
+    try:
+        yield LMDBHome(real, env, sync=False, lock_fd=-1)
+    finally:
+        env.close()
+
+
+def on_read_only_filesystem(path: str) -> bool:
+    """True when ``path`` is on a filesystem mounted read-only."""
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
 
 
 def open_lock_file(real: str) -> int:

@@ -55,7 +55,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    with open_log(args.home) as log:
+    with open_log(args.home, read_only=args.read_only) as log:
         for record in log.read(args.start, limit=args.limit):
             if args.json:
                 print_json(record_json(record))
@@ -65,7 +65,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with open_log(args.home) as log:
+    with open_log(args.home, read_only=args.read_only) as log:
         report = verify(log, progress=progress("verify"))
     if args.json:
         print_json({"ok": report.ok, **msgspec.to_builtins(report)})
@@ -91,7 +91,7 @@ def _stats(log: EventLog, home: Path) -> dict[str, object]:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with open_log(args.home) as log:
+    with open_log(args.home, read_only=args.read_only) as log:
         stats = _stats(log, args.home)
     if args.json:
         print_json(stats)
@@ -217,6 +217,10 @@ def _parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", help="counts by event type, erased bodies, size on disk")
     stats.add_argument("--json", action="store_true", help="print as JSON")
     stats.set_defaults(run=_cmd_stats)
+    for auditing in (log, check, stats):
+        auditing.add_argument("--read-only", action="store_true", help=(
+            "write nothing to the home, not even a lock: for a backup or a snapshot that "
+            "no process writes to (on a read-only filesystem this is automatic)"))
     sub.add_parser("demo", help=(
         "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off)"
     )).set_defaults(

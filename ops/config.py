@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.lmdb_env import acquire, on_read_only_filesystem, release
+from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
 from lessonledger.ledger.log import LOG_NAME, EventLog
 
 __all__ = [
@@ -61,8 +62,12 @@ def sync_setting() -> bool:
 
 
 @contextmanager
-def open_log(home: Path, *, create: bool = False) -> Iterator[EventLog]:
+def open_log(home: Path, *, create: bool = False,
+             read_only: bool = False) -> Iterator[EventLog]:
     """Open the lesson log in ``home``; with ``create``, make the home first.
+
+    With ``read_only``, or on a filesystem mounted read-only, nothing is written to the
+    home, not even a lock: for a backup or a snapshot that no process writes to.
 
     Raises:
         LedgerConfigError: there is no ledger at ``home`` and ``create`` is False.
@@ -70,6 +75,10 @@ def open_log(home: Path, *, create: bool = False) -> Iterator[EventLog]:
     marker = home / _MARKER
     if not create:
         require_home(home)
+        if read_only or on_read_only_filesystem(str(home)):
+            with lmdb_read_only(str(home)) as lmdb_home:
+                yield EventLog(lmdb_home, LOG_NAME)
+            return
     lmdb_home = acquire(str(home), sync=sync_setting())
     try:
         if create and not marker.exists():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -199,3 +200,45 @@ def test_a_log_file_cut_short_or_lost_is_reported_not_read(
         assert err.count("\n") == 1
         assert "restore" in err
     assert data.exists() == (damage != "deleted")
+
+
+def _files(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+
+def test_read_only_audits_write_not_a_byte(
+    demo_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A copy as a backup holds it: no lock files, nobody writing.
+    backup = demo_home.parent / "backup"
+    shutil.copytree(demo_home, backup, ignore=shutil.ignore_patterns("*.lock", "lock.mdb"))
+    before = _files(backup)
+    for command in (["verify"], ["log", "--json"]):
+        code, out, err = run(capsys, "--home", str(backup), *command, "--read-only")
+        assert code == 0, err
+        assert out == run(capsys, "--home", str(demo_home), *command)[1]
+    code, out, _ = run(capsys, "--home", str(backup), "stats", "--json", "--read-only")
+    stats = json.loads(out)
+    assert code == 0
+    assert stats["head"] == sum(stats["events_by_type"].values()) > 0
+    assert _files(backup) == before
+
+
+def test_a_home_on_a_read_only_filesystem_is_audited_without_asking(
+    demo_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mounted = demo_home.parent / "mounted"
+    mounted.mkdir()
+    bind = subprocess.run(["mount", "--bind", str(demo_home), str(mounted)],
+                          capture_output=True, check=False)
+    if bind.returncode != 0:
+        pytest.skip("needs permission to bind-mount (root in a privileged container)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)],
+                          capture_output=True, check=False).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        code, out, err = run(capsys, "--home", str(mounted), "verify")
+        assert code == 0, err
+        assert ": ok" in out
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True, check=False)
