@@ -146,14 +146,22 @@ class Ledger:
               append: Callable[[list[NewEvent]], object]) -> None:
         while True:
             start = self.view.position
+            # Every trigger before an erasure was reacted to by the ledger that erased
+            # (it folds the whole log first): reacting again, on a view without the
+            # erased bodies, could decide what the first reaction did not.
+            settled = max((r.envelope.position for r in log.scan(start + 1)
+                           if r.envelope.type == ERASED), default=0)
             for record in log.scan(start + 1):
                 self.view.apply(record)
                 if record.envelope.type in TRIGGERS and record.payload is not None:
-                    self._react(record, log, append)
+                    if record.envelope.position > settled:
+                        self._react(record, log, append)
                 elif record.envelope.type == ERASED:
                     # Nothing more is decided from what the erasure took: the view is
-                    # folded afresh up to here, without the erased bodies.
+                    # folded afresh up to here, without the erased bodies, and the index
+                    # built from the old one may no longer be saved.
                     self.view = _fold_afresh(log, self.view.rules, record.envelope.position)
+                    self.recaller.retired = True
                     self._erased_since_rebuild = True
             if self.view.position == start:
                 return
@@ -171,12 +179,12 @@ class Ledger:
         So that nothing derived from an erased body stays in memory, in the saved view or
         in the index files (a removal would leave its vector in the HNSW graph).
         """
-        self._erased_since_rebuild = False
         self.recaller = Recaller(self.recaller.directory, self.log, self.view,
                                  self.recaller.embedder, fresh=True)
-        self._store.drop(VIEW_NAME)
+        # No drop first: a saved view at or past this position has folded the erasure.
         self.save_view()
         self.recaller.save()
+        self._erased_since_rebuild = False  # only now: a failure above is retried
 
     def _react(self, record: Record, log: EventLog | Writing,
                append: Callable[[list[NewEvent]], object]) -> None:
@@ -267,11 +275,11 @@ class Ledger:
         what came before it (the queued recall records and what they were folded with).
         """
         try:
+            at = occurred_ns(command.occurred_at)
             decided = decide(command, self.view)
         except CommandError as e:
             return e
         ids = [derived_id(parent, str(i)) for i in range(len(decided))]
-        at = occurred_ns(command.occurred_at)
         positions = writing.append([
             new_event(d.event, stream=d.stream or eid, version=d.version, event_id=eid,
                       actor=command.actor, principal=command.principal,

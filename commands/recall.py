@@ -73,6 +73,9 @@ class Recaller:
                  embedder: Embedder | None = None, *, fresh: bool = False) -> None:
         self.embedder = embedder or default_embedder()
         self.directory, self._log, self._view = directory, log, view
+        #: Set when the view this index follows was replaced (an erasure was folded):
+        #: it may hold erased vectors, so it is never saved again.
+        self.retired = False
         # By project: the view generations they were gathered at, and the candidates.
         self._candidates: collections.OrderedDict[
             str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
@@ -133,6 +136,8 @@ class Recaller:
         A process behind the log never replaces what one ahead of it saved (which may be
         the index rebuilt after an erasure this process has not folded yet).
         """
+        if self.retired:
+            return
         self.sync()
         with _locked(self.directory, exclusive=True):
             saved = VectorIndex.saved_position(self.directory)

@@ -171,7 +171,8 @@ def open_lock_file(real: str) -> int:
         LedgerConfigError: it cannot be opened.
     """
     try:
-        # Python opens descriptors non-inheritable, so a child process never keeps it.
+        # Not inherited across exec (Python's default); a fork()ed child does keep it,
+        # and with it the home counts as open until that child exits.
         return os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
         msg = f"cannot open {LOCK_FILE} in ledger home {real!r}: {e.strerror}; check permissions"

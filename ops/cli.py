@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import lmdb
 import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
@@ -338,6 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {e.filename}" if e.filename else ""
         print(f"lessonledger: {e.strerror or e}{where}; nothing after that was done",
               file=sys.stderr)
+        return 1
+    except lmdb.Error as e:
+        print(f"lessonledger: the store failed: {e}; nothing of the failed step was "
+              "committed", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("lessonledger: interrupted; what was committed before stays committed",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -20,6 +21,7 @@ from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.verify import verify
+from lessonledger.projections.embedder import default_embedder
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.vector_index import VectorIndex
 
@@ -332,3 +334,55 @@ def test_bodies_that_are_no_catalogue_event_are_erased_too(ledger: Ledger) -> No
     erasure = ledger.erase(key="e", what="principal", subject="alice")
     assert erasure.erased[:3] == [1, 2, 3]
     assert all(bodies(ledger)[p] is None for p in erasure.erased)
+
+
+def test_a_ledger_folding_an_erasure_late_decides_nothing_anew(tmp_path: Path) -> None:
+    # The second outcome's blip taught nothing while the first one's lesson was on file;
+    # a view without that lesson might decide otherwise: it must not get the chance.
+    blip = [Operation(op="C", target="t", ok=False, error="connection timed out"),
+            Operation(op="B", target="t", ok=True, order=1)]
+    with open_ledger(tmp_path, sync=False) as idle, open_ledger(tmp_path, sync=False) as busy:
+        busy.observe_outcome(key="o1", principal="p1", project=P1, passed=True, operations=[
+            Operation(op="A", target="t", ok=False, error="syntax error"),
+            Operation(op="B", target="t", ok=True, order=1)])
+        busy.observe_outcome(key="o2", principal="p2", project=P1, passed=True,
+                             operations=blip)
+        erasure = busy.erase(key="e", what="principal", subject="p1")
+        idle.lessons(P1, record=False)
+        assert idle.log.head() == erasure.position
+        assert idle.view.dump() == busy.view.dump()
+
+
+class _FailingOnce:
+    """The default embedder, failing on the first call after ``arm``."""
+
+    def __init__(self) -> None:
+        self.inner = default_embedder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.armed = False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.armed:
+            self.armed = False
+            msg = "embedder down"
+            raise RuntimeError(msg)
+        return self.inner.embed(texts)
+
+
+def test_an_index_rebuild_that_fails_after_an_erasure_is_retried_not_saved(
+        tmp_path: Path) -> None:
+    embedder = _FailingOnce()
+    with open_ledger(tmp_path, sync=False, embedder=embedder) as ledger:
+        learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+        learn(ledger, "b1", P2, "bob", BOB_TARGET)
+        [alices] = lessons_on(ledger, ALICE_TARGET)
+    with open_ledger(tmp_path, sync=False, embedder=embedder) as ledger:
+        embedder.arm()
+        with pytest.raises(RuntimeError, match="embedder down"):
+            ledger.erase(key="e", what="principal", subject="alice")
+    with open_ledger(tmp_path, sync=False) as reopened:
+        assert alices not in reopened.recaller.index
+        assert lessons_on(reopened, BOB_TARGET)
