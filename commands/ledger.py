@@ -432,10 +432,7 @@ class Ledger:
 
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
-        view = LessonView(self.view.rules)
-        for record in self.log.scan(1, stop=position):
-            view.apply(record)
-        return view
+        return _fold_afresh(self.log, self.view.rules, position)
 
     def time_at(self, position: int) -> int:
         """The ledger time (ns) of the event at ``position``."""

@@ -33,6 +33,7 @@ import time
 
 import lmdb
 import msgspec
+from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ledger.lmdb_env import open_environment, open_lock_file
 
@@ -132,18 +133,9 @@ def _rewrite(real: str) -> None:
         old = os.path.join(real, _DATA_FILE)
         # LMDB creates the copy with its own mode; keep the permissions the home had.
         os.chmod(fresh, stat.S_IMODE(os.stat(old).st_mode))
-        _fsync(fresh)  # the new file is whole on disk before any name points at it
+        fsync_path(fresh)  # the new file is whole on disk before any name points at it
         os.replace(fresh, old)
-        _fsync(real)  # and the swap itself is durable
+        fsync_path(real)  # and the swap itself is durable
     finally:
         # Should this fail, the directory is a leftover the next compaction removes.
         shutil.rmtree(temp, ignore_errors=True)
-
-
-def _fsync(path: str) -> None:
-    """Flush a file, or a directory's entries, to disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

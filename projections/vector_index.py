@@ -52,6 +52,7 @@ import msgspec
 import numkong
 import numpy as np
 import numpy.typing as npt
+from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.projections.embedder import F32, Embedder, normalise
 from usearch.index import Index
 
@@ -436,7 +437,7 @@ class VectorIndex:
         generation = self._next_generation(folder)
         names = _names(generation)
         self._index.save(str(folder / names[0]))
-        _fsync_path(folder / names[0])
+        fsync_path(folder / names[0])
         slots = self._slots.table(self._removed)
         vectors = self._vectors.table(self._removed)
         for name, table in zip(names[1:], (slots, vectors), strict=True):
@@ -455,7 +456,7 @@ class VectorIndex:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, folder / _META)
-        _fsync_path(folder)
+        fsync_path(folder)
         for pattern in ("index-*.usearch", "slots-*.npy", "vectors-*.npy"):
             for stale in folder.glob(pattern):
                 if stale.name not in names:
@@ -578,14 +579,6 @@ def _names(generation: int) -> tuple[str, str, str]:
 def _store_dtype(dtype: Dtype) -> type[np.floating[Any]]:
     # f16 keeps cosine to ~1e-3, plenty to rank candidates; an f32 index keeps f32.
     return np.float32 if dtype == "f32" else np.float16
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def usable(vector: npt.ArrayLike | None, dim: int) -> F32 | None:
