@@ -1,12 +1,20 @@
-"""Rewrite a home's data file without free pages, so the bytes of erased bodies are gone.
+"""Rewrite a home's data file so that no byte of an erased body is left in it.
 
-An LMDB delete does not wipe anything: the page that held a value goes to the free list
-untouched, and the live copy of a page keeps old bytes in its unused gap (measured: a
-deleted 64-byte value was still in the file twice, a 20 kB one as its whole overflow
-run). A plain ``env.copy`` carries that residue along; only a compacting copy, which
-writes each live page into a zeroed buffer and skips free pages, leaves none. So
-erasure is: delete the bodies
-(:meth:`~lessonledger.ledger.log.EventLog.erase_bodies`), then :func:`compact`.
+An LMDB delete wipes nothing: the page that held a value goes to the free list
+untouched, and a live page keeps old bytes in its unused gap. LMDB's own compacting
+copy (``env.copy(compact=True)``) is not enough either: it skips free pages but copies
+every overflow page whole, and the tail of an overflow page past its value's end holds
+whatever the page buffer held before. LMDB zeroes only a freshly malloc'd buffer; one
+it recycles inside a long-lived writer is not, so a body written after another (an
+agent writing for hours) can carry the earlier body's bytes in its tail. Measured: two
+1.5 kB bodies erased after a 2.1 kB one was written left 23 copies of their text.
+
+So compaction does not copy pages: it writes every live value, tree by tree and in key
+order, into a brand-new environment, and swaps that file in. A new environment's page
+buffers start zeroed and are only ever reused for its own pages, so every byte of the
+new file is a live key, a live value, LMDB's own structure, or zero. Erasure is: delete
+the bodies (:meth:`~lessonledger.ledger.log.EventLog.erase_bodies`), then
+:func:`compact`.
 
 LMDB cannot swap its file under an open map, so compaction needs the home closed in
 every process. Every opener holds a shared flock on ``home.lock`` (see
@@ -30,18 +38,21 @@ import shutil
 import stat
 import tempfile
 import time
+from typing import Any
 
 import lmdb
 import msgspec
 from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
-from lessonledger.ledger.lmdb_env import open_environment, open_lock_file
+from lessonledger.ledger.lmdb_env import MAX_DBS, open_environment, open_lock_file
 
 __all__ = ["Compacted", "check_unused", "compact"]
 
 _DATA_FILE = "data.mdb"
 #: Temporary directories of compactions; one left behind was cut short by a crash.
 _TEMP_PREFIX = ".compact-"
+#: How much to write per transaction of the rewrite.
+_BATCH_BYTES = 64 << 20
 
 
 class Compacted(msgspec.Struct, frozen=True):
@@ -118,17 +129,17 @@ def _remove_leftovers(real: str) -> None:
 
 
 def _rewrite(real: str) -> None:
-    """Copy the live pages to a new file and swap it in for ``data.mdb``."""
+    """Write the live values to a new file and swap it in for ``data.mdb``."""
     temp = tempfile.mkdtemp(prefix=_TEMP_PREFIX, dir=real)
     try:
-        env = open_environment(real, sync=True)
+        source = open_environment(real, sync=True)
         try:
-            env.copy(temp, compact=True)
+            _write_live_values(source, temp)
         except lmdb.Error as e:
             msg = f"cannot compact ledger home {real!r}: {e}; the home is unchanged"
             raise LedgerConfigError(msg) from e
         finally:
-            env.close()
+            source.close()
         fresh = os.path.join(temp, _DATA_FILE)
         old = os.path.join(real, _DATA_FILE)
         # LMDB creates the copy with its own mode; keep the permissions the home had.
@@ -139,3 +150,58 @@ def _rewrite(real: str) -> None:
     finally:
         # Should this fail, the directory is a leftover the next compaction removes.
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _write_live_values(source: lmdb.Environment, temp: str) -> None:
+    """Put every key and value of ``source``, tree by tree, into a new environment.
+
+    In transactions of about :data:`_BATCH_BYTES` each, so a large home needs no more
+    memory for dirty pages than that; values go in key order, so each is appended.
+    """
+    target = lmdb.open(temp, map_size=source.info()["map_size"], max_dbs=MAX_DBS,
+                       sync=False, metasync=False, lock=False)
+    try:
+        with source.begin() as read:
+            plain, trees = _main_entries(source, read)
+            write = target.begin(write=True)
+            written = 0
+            try:
+                # Made in the first transaction, so the new file has no page to spare.
+                made = {name: target.open_db(name, txn=write, **flags)
+                        for name, (_, flags) in trees.items()}
+                sources = [(target.open_db(None), iter(plain), False),
+                           *((made[name], read.cursor(db).iternext(), flags["dupsort"])
+                             for name, (db, flags) in trees.items())]
+                for db, items, dupsort in sources:
+                    cursor = write.cursor(db)
+                    for key, value in items:
+                        # A tree sorting duplicates takes its values by put, not append.
+                        cursor.put(key, value, append=not dupsort)
+                        written += len(key) + len(value)
+                        if written >= _BATCH_BYTES:
+                            write.commit()
+                            write, written = target.begin(write=True), 0
+                            cursor = write.cursor(db)
+                write.commit()
+            except BaseException:
+                write.abort()
+                raise
+        target.sync(True)
+    finally:
+        target.close()
+
+
+def _main_entries(
+    env: lmdb.Environment, txn: lmdb.Transaction[bytes]
+) -> tuple[list[tuple[bytes, bytes]], dict[bytes, tuple[lmdb._Database, dict[str, Any]]]]:
+    """Split the main tree into plain entries and the named trees it records (with flags)."""
+    plain: list[tuple[bytes, bytes]] = []
+    trees: dict[bytes, tuple[lmdb._Database, dict[str, Any]]] = {}
+    for key, value in txn.cursor().iternext():
+        try:
+            db = env.open_db(key, txn=txn, create=False)
+        except lmdb.IncompatibleError:  # an entry of the main tree, not a named tree
+            plain.append((key, value))
+            continue
+        trees[key] = (db, dict(db.flags()))
+    return plain, trees

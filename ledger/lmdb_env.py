@@ -25,6 +25,7 @@ from lessonledger.ledger.errors import LedgerConfigError
 __all__ = [
     "DEFAULT_MAP_SIZE",
     "LOCK_FILE",
+    "MAX_DBS",
     "LMDBHome",
     "acquire",
     "on_read_only_filesystem",
@@ -37,7 +38,7 @@ __all__ = [
 #: Address space reserved for the map. LMDB files are sparse, so this costs nothing
 #: until used; it only bounds how large one home can grow.
 DEFAULT_MAP_SIZE = 64 << 30
-_MAX_DBS = 128
+MAX_DBS = 128
 #: The file whose flock says who has a home open: shared while open, exclusive to compact.
 LOCK_FILE = "home.lock"
 
@@ -110,7 +111,7 @@ def open_environment(
         LedgerConfigError: LMDB cannot open it.
     """
     try:
-        env = lmdb.open(path, map_size=map_size, max_dbs=_MAX_DBS, sync=sync, metasync=sync,
+        env = lmdb.open(path, map_size=map_size, max_dbs=MAX_DBS, sync=sync, metasync=sync,
                         max_readers=512)
     except lmdb.Error as e:
         msg = f"cannot open ledger home {path!r}: {e}; check the path and its permissions"
@@ -147,7 +148,7 @@ def read_only(path: str) -> Iterator[LMDBHome]:
     """
     real = os.path.realpath(path)
     try:
-        env = lmdb.open(real, readonly=True, lock=False, max_dbs=_MAX_DBS,
+        env = lmdb.open(real, readonly=True, lock=False, max_dbs=MAX_DBS,
                         map_size=DEFAULT_MAP_SIZE, create=False)
     except lmdb.Error as e:
         msg = f"cannot open ledger home {real!r} read-only: {e}; check the path"

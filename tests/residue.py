@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["found", "holder", "secret"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["WINDOW", "found", "holder", "secret", "windows", "windows_left"]
 
 #: A process that opens the home given as argv[1], says so, and keeps it open until its
 #: stdin closes. With a second argument it also appends version 0 of that stream before
@@ -60,4 +63,53 @@ def found(path: str, secrets: list[bytes]) -> set[bytes]:
         for name in files:
             data = Path(top, name).read_bytes()
             hits.update(s for s in secrets if s in data)
+    return hits
+
+
+#: The width of a residue window: no 16 consecutive bytes of erased content may remain.
+WINDOW = 16
+
+
+#: Bytes of a file keyed at a time, bounding the scan's memory to some tens of MB.
+_CHUNK = 1 << 18
+
+
+def windows(payloads: list[bytes], width: int = WINDOW) -> set[bytes]:
+    """Every ``width``-byte window of every payload."""
+    return {p[i:i + width] for p in payloads for i in range(len(p) - width + 1)}
+
+
+def _keys(data: bytes, width: int) -> npt.NDArray[np.uint64]:
+    """A 64-bit key of every ``width``-byte window of ``data``: equal windows, equal keys."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    rows = np.lib.stride_tricks.sliding_window_view(raw, width)
+    weights = np.arange(1, width + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    with np.errstate(over="ignore"):
+        mixed = (rows.astype(np.uint64) + np.uint64(1)) * weights
+        keys: npt.NDArray[np.uint64] = np.bitwise_xor.reduce(
+            mixed * (mixed >> np.uint64(29) | np.uint64(1)), axis=1)
+    return keys
+
+
+def windows_left(path: str, wanted: set[bytes], width: int = WINDOW) -> dict[str, int]:
+    """For each file under ``path``, how many of the ``wanted`` windows occur in it.
+
+    Every offset of every file is compared: a key filter finds the candidates, and each
+    candidate is then checked byte for byte, so nothing is reported that is not there.
+    """
+    hits: dict[str, int] = {}
+    if not wanted:
+        return hits
+    wanted_keys = _keys(b"".join(wanted), width)[::width]
+    for top, _, files in os.walk(path):
+        for name in files:
+            data = Path(top, name).read_bytes()
+            found_here: set[bytes] = set()
+            for start in range(0, max(len(data) - width + 1, 0), _CHUNK):
+                chunk = data[start:start + _CHUNK + width - 1]
+                candidates = np.flatnonzero(np.isin(_keys(chunk, width), wanted_keys))
+                found_here.update(chunk[i:i + width] for i in candidates.tolist())
+            found_here &= wanted
+            if found_here:
+                hits[str(Path(top, name).relative_to(path))] = len(found_here)
     return hits

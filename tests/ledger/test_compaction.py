@@ -203,3 +203,36 @@ def test_a_path_that_is_not_a_home_is_refused(tmp_path: Path, make: str) -> None
         compact(str(path))
     assert not isinstance(caught.value, HomeBusyError)
     assert not path.exists() or os.listdir(path) == []  # nothing was created there
+
+
+def test_compaction_keeps_every_tree_with_its_flags_and_the_main_trees_own_entries(
+        home: str) -> None:
+    fill(home, events=6)
+    lmdb_home = acquire(home)
+    try:
+        env = lmdb_home.env
+        dups = env.open_db(b"other.dups", dupsort=True)
+        with env.begin(write=True) as txn:
+            txn.put(b"plain-entry", b"kept in the main tree")
+            for value in (b"b", b"a", b"c"):
+                txn.put(b"k", value, db=dups)
+        with env.begin() as txn:
+            before = {name: list(txn.cursor(env.open_db(name, txn=txn)).iternext())
+                      for name, _ in txn.cursor().iternext() if name != b"plain-entry"}
+    finally:
+        release(lmdb_home)
+
+    compact(home)
+
+    lmdb_home = acquire(home)
+    try:
+        env = lmdb_home.env
+        with env.begin() as txn:
+            assert txn.get(b"plain-entry") == b"kept in the main tree"
+            after = {name: list(txn.cursor(env.open_db(name, txn=txn)).iternext())
+                     for name, _ in txn.cursor().iternext() if name != b"plain-entry"}
+            assert env.open_db(b"other.dups", txn=txn).flags()["dupsort"]
+        assert after == before
+        assert after[b"other.dups"] == [(b"k", b"a"), (b"k", b"b"), (b"k", b"c")]
+    finally:
+        release(lmdb_home)
