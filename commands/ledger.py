@@ -303,7 +303,8 @@ class Ledger:
         records = [log.read(p, limit=1)[0] for p in positions]
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
         # An erased first event cannot be compared: the key is taken as a retry's.
-        if records[0].payload is not None and not same_command(command, events[0]):
+        if records[0].payload is not None and not same_command(
+                command, events[0], records[0].envelope):
             return KeyReusedError(
                 command.key, f"a different command (its first event: {records[0].envelope.type}, "
                 f"position {positions[0]})")
