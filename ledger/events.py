@@ -84,14 +84,14 @@ class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         target: the target key, relative to the project (a digest or a named kind).
         ok: whether it succeeded.
         error: a short error signature when it failed.
-        order: its place in the task, from 0.
+        order: its place in the task, from 0 (at most 2**63 - 1: a stored int is 64-bit).
     """
 
     op: Key
     target: Key
     ok: bool
     error: Annotated[str, Meta(max_length=1024)] = ""
-    order: Annotated[int, Meta(ge=0)] = 0
+    order: Annotated[int, Meta(ge=0, le=(1 << 63) - 1)] = 0
 
 
 class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed"):

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lessonledger.commands import open_ledger
-from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
+from lessonledger.commands import Operation, open_ledger
+from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError, KeyReusedError
 from lessonledger.commands.handlers import command_id
+from lessonledger.commands.messages import ObserveOutcome, decode_command
 from lessonledger.ledger.events import OutcomeObserved
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.submission import new_event
@@ -164,3 +165,62 @@ def test_a_log_written_before_commands_were_digested_still_answers_retries(
                 ledger.observe_outcome(**({"key": "k", "project": P, "passed": True,
                                            "principal": "alice"} | change))
         assert ledger.log.head() == head
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"operations": [Operation(op="", target="t", ok=True)]}, "$.operations[0].op"),
+    ({"operations": [Operation(op="o", target="t", ok=False, error="x" * 5000)]},
+     "$.operations[0].error"),
+    ({"operations": [Operation(op="o", target="t", ok=True, order=2 ** 70)]},
+     "$.operations[0].order"),
+    ({"operations": [{"op": "o", "target": "t", "ok": True, "order": 2 ** 70}]},
+     "$.operations[0].order"),
+    ({"task": "\ud800"}, "$.task"),
+    ({"fingerprint": {"py\udcff": "3"}}, "$.fingerprint"),
+    ({"session": "s\ud800"}, "$.session"),
+], ids=["empty-op", "long-error", "big-order", "big-order-dict", "surrogate", "surrogate-key",
+        "surrogate-session"])
+def test_hand_built_or_unencodable_fields_are_typed_refusals(
+        tmp_path: Path, change: dict[str, Any], field: str) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        with pytest.raises(InvalidCommandError) as caught:
+            ledger.observe_outcome(**(GOOD | change))
+        assert caught.value.field.startswith(field)
+        assert ledger.log.head() == 0
+
+
+def test_a_hand_built_command_is_checked_when_executed(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        command = ObserveOutcome(key="k", project=P, passed=True, task="x" * 9000)
+        with pytest.raises(InvalidCommandError) as caught:
+            ledger.execute(command)
+        assert caught.value.field == "$.task"
+        with pytest.raises(BatchRefusedError) as batch:
+            ledger.execute_all([ObserveOutcome(key="k2", project=P, passed=True), command])
+        assert batch.value.index == 1
+        assert ledger.log.head() == 0
+        with pytest.raises(InvalidCommandError):
+            ledger.retire_lesson(key="r", lesson_id=IN_PLAY, expected_version=2 ** 70)
+
+
+def test_queries_refuse_text_that_is_not_unicode_and_empty_keys(tmp_path: Path) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        for query, field in ((lambda: ledger.recall(P, "q \udcff"), "$.query"),
+                             (lambda: ledger.recall(P, "q", session="\ud800"), "$.session"),
+                             (lambda: ledger.check("", "", ""), "$.project"),
+                             (lambda: ledger.check(P, "", "tests"), "$.operation"),
+                             (lambda: ledger.check(P, "pytest:run", ""), "$.target"),
+                             (lambda: ledger.check(P, "pytest:run", "t\ud800"), "$.target")):
+            with pytest.raises(InvalidCommandError) as refused:
+                query()
+            assert refused.value.field == field
+        ledger.flush()
+        assert ledger.log.head() == 0
+
+
+def test_a_lone_surrogate_in_json_is_named(tmp_path: Path) -> None:
+    line = ('{"command": "observe_outcome", "key": "k", "project": "' + P
+            + '", "passed": true, "task": "\\ud800"}')
+    with pytest.raises(InvalidCommandError, match=r"\$\.task is not valid Unicode") as caught:
+        decode_command(line)
+    assert caught.value.field == "$.task"
