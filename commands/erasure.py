@@ -32,7 +32,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
     UnknownLessonError,
 )
-from lessonledger.commands.handlers import command_id, occurred_ns
+from lessonledger.commands.handlers import command_digest, command_id, occurred_ns
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
 from lessonledger.ledger.events import (
@@ -222,19 +222,22 @@ def erasure_records(command: Erase, erased: list[int]) -> list[NewEvent]:
     chunks = [erased[i : i + ERASED_PER_RECORD]
               for i in range(0, len(erased), ERASED_PER_RECORD)] or [[]]
     parent = command_id(command.key)
+    digest = command_digest(command)  # on the first record: what a retry must match
     return [new_event(Erased(what=command.what, subject=command.subject, by=command.actor,
-                             reason=command.reason, positions=chunk),
+                             reason=command.reason, positions=chunk,
+                             command_digest=b"" if i else digest),
                       stream=eid, version=0, event_id=eid, actor=command.actor,
                       principal=command.principal, session=command.session,
                       occurred_at=occurred_ns(command.occurred_at))
-            for eid, chunk in ((_record_id(parent, i), c) for i, c in enumerate(chunks))]
+            for i, eid, chunk in ((i, _record_id(parent, i), c) for i, c in enumerate(chunks))]
 
 
 def erasure_of(log: Writing, command: Erase) -> Erasure | None:
     """What ``command``'s key erased before, if it was used: a retry's answer.
 
     Raises:
-        KeyReusedError: the key erased something else.
+        KeyReusedError: the key was used for an erasure saying anything else (another
+            subject, reason, actor, principal, session or time).
     """
     parent = command_id(command.key)
     records: list[tuple[int, Erased]] = []
@@ -249,8 +252,14 @@ def erasure_of(log: Writing, command: Erase) -> Erasure | None:
     if not records:
         return None
     first = records[0][1]
-    if (first.what, first.subject) != (command.what, command.subject):
-        raise KeyReusedError(command.key, f"erasing {first.what} {first.subject}")
+    # Every field of the command must match (an older ledger's record has no digest:
+    # then what it kept of the command, its body's fields).
+    same = (first.command_digest == command_digest(command) if first.command_digest
+            else (first.what, first.subject, first.by, first.reason)
+            == (command.what, command.subject, command.actor, command.reason))
+    if not same:
+        raise KeyReusedError(command.key, f"erasing {first.what} {first.subject}, "
+                             f"position {records[0][0]}")
     return Erasure(records[0][0], [p for _, event in records for p in event.positions])
 
 

@@ -8,7 +8,7 @@ the command's idempotency key, so a retried command writes nothing new.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from hashlib import sha256
 from typing import Any, Literal
 from uuid import UUID
@@ -26,6 +26,7 @@ from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
     EditLesson,
+    Erase,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
@@ -33,6 +34,7 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.policies import verdict
 from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
     EnvironmentChanged,
@@ -45,7 +47,7 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import DAY_NS, Rules, clamp
 
-__all__ = ["Decided", "command_id", "decide", "occurred_ns", "same_command"]
+__all__ = ["Decided", "command_digest", "command_id", "decide", "occurred_ns", "same_command"]
 
 _NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
 
@@ -68,9 +70,40 @@ def command_id(key: str) -> UUID:
 
 
 def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
-    """Check ``command`` against ``view`` and return its events; raise if refused."""
+    """Check ``command`` against ``view`` and return its events; raise if refused.
+
+    The first event carries the command's digest, by which a retry is recognised.
+    """
     handler: Callable[[Any, LessonView], list[Decided]] = _HANDLERS[type(command)]
-    return handler(command, view)
+    first, *rest = handler(command, view)
+    stamped = msgspec.structs.replace(first.event, command_digest=command_digest(command))
+    return [msgspec.structs.replace(first, event=stamped), *rest]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_canonical = msgspec.msgpack.Encoder(order="deterministic")
+
+
+def _instant(value: object) -> object:
+    """A time as microseconds since the epoch: the same instant in any zone is equal."""
+    if not isinstance(value, datetime):
+        return value
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(microseconds=1)
+
+
+def command_digest(command: AnyCommand | Erase) -> bytes:
+    """SHA-256 of the whole command in a canonical form: what a retry must match.
+
+    Every field counts, the envelope's too (actor, principal, session, ``occurred_at``);
+    a field left out equals its default given explicitly, and a time equals the same
+    instant in another zone. An omitted ``occurred_at`` (the ledger's clock) is part of
+    the command as omitted, so a retry that omits it again is a retry.
+    """
+    fields = {name: _instant(value)
+              for name, value in msgspec.structs.asdict(command).items()}
+    tag = str(command.__struct_config__.tag)
+    return sha256(_canonical.encode((tag, fields))).digest()
 
 
 def _refuse(fields: Iterable[tuple[str, str]]) -> None:
@@ -214,12 +247,21 @@ def _leaves(row: LessonRow, confidence: float, now: int,
     return ""
 
 
-def same_command(command: AnyCommand, first: AnyEvent) -> bool:
+def same_command(command: AnyCommand, first: AnyEvent, envelope: Envelope) -> bool:
     """Whether ``first``, the first event written under ``command``'s key, is its own.
 
     True for a retry; False when the key was used before for another command (of
-    another kind, or the same kind saying something else).
+    another kind, or the same kind saying anything else: every field must match, see
+    :func:`command_digest`). An event an older ledger wrote has no digest: its body's
+    fields and its envelope's actor, principal and session are compared instead, all
+    that it kept of the command.
     """
+    digest = getattr(first, "command_digest", b"")
+    if digest:
+        return bool(digest == command_digest(command))
+    if (envelope.actor, envelope.principal, envelope.session) != (
+            command.actor, command.principal, command.session):
+        return False
     match command, first:
         case ObserveOutcome(), OutcomeObserved():
             return (first.project, first.passed, first.task, first.operations) == (

@@ -55,17 +55,20 @@ from lessonledger.commands.messages import (
     DeclareEnvironmentChange,
     EditLesson,
     Erase,
+    Label,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
     RetireLesson,
+    checked_command,
     checked_project,
+    checked_text,
     command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
-from lessonledger.ledger.events import Erased, decode_event
+from lessonledger.ledger.events import Erased, Key, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
@@ -221,6 +224,7 @@ class Ledger:
             CommandError: the command is refused; nothing of its own was written.
             StreamConflictError: another writer changed the lesson meanwhile.
         """
+        command = checked_command(command)
         parent = command_id(command.key)
         with self._transaction() as writing:
             outcome = (self._receipt(command, parent, writing)
@@ -239,6 +243,13 @@ class Ledger:
             BatchRefusedError: one was refused (which, and why); nothing was written.
         """
         receipts: list[Receipt] = []
+        checked = []
+        for index, command in enumerate(commands):
+            try:
+                checked.append(checked_command(command))
+            except CommandError as e:
+                raise BatchRefusedError(index, e) from e
+        commands = checked
         with self._transaction() as writing:
             for index, command in enumerate(commands):
                 parent = command_id(command.key)
@@ -303,7 +314,8 @@ class Ledger:
         records = [log.read(p, limit=1)[0] for p in positions]
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
         # An erased first event cannot be compared: the key is taken as a retry's.
-        if records[0].payload is not None and not same_command(command, events[0]):
+        if records[0].payload is not None and not same_command(
+                command, events[0], records[0].envelope):
             return KeyReusedError(
                 command.key, f"a different command (its first event: {records[0].envelope.type}, "
                 f"position {positions[0]})")
@@ -344,7 +356,7 @@ class Ledger:
         Raises:
             CommandError: the command is refused; nothing was written.
         """
-        command = command_from(fields, Erase)
+        command = checked_command(command_from(fields, Erase))
         with self._transaction() as writing:
             if not erasure_of(writing, command):
                 erased = erased_positions(writing, command)
@@ -370,6 +382,7 @@ class Ledger:
         carries ``principal`` and ``session``, so erasing either takes it.
         """
         project = checked_project(project)
+        _checked_stamp(session, actor, principal)
         with self._lock:
             self.catch_up()  # the rows carry usage clocks: earlier records commit first
             rows = self.view.active_for(project)
@@ -389,6 +402,8 @@ class Ledger:
         exactly from the texts. The record carries the query, ``principal`` and ``session``.
         """
         project = checked_project(project)
+        checked_text(query, "$.query")
+        _checked_stamp(session, actor, principal)
         with self._lock:
             self._refresh()
             if as_of is not None:
@@ -403,8 +418,16 @@ class Ledger:
     def check(self, project: str, operation: str, target: str, *, session: str = "",
               record: bool = True, actor: str = "agent", principal: str = "",
               as_of: int | None = None) -> Check:
-        """What is on file for an operation on a target: one line to show before acting."""
+        """What is on file for an operation on a target: one line to show before acting.
+
+        Raises:
+            InvalidCommandError: the project is no digest, the operation or the target
+                is empty or over 512 characters, or a text is not Unicode.
+        """
         project = checked_project(project)
+        checked_text(operation, "$.operation", Key)
+        checked_text(target, "$.target", Key)
+        _checked_stamp(session, actor, principal)
         with self._lock:
             self._refresh()
             view = self.view if as_of is None else self.view_at(as_of)
@@ -488,6 +511,13 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _checked_stamp(session: str, actor: str, principal: str) -> None:
+    """Refuse a query's envelope fields as a command's would be: the record carries them."""
+    for text, field in ((session, "$.session"), (actor, "$.actor"),
+                        (principal, "$.principal")):
+        checked_text(text, field, Label)
 
 
 def _fold_afresh(log: EventLog | Writing, rules: Rules, stop: int) -> LessonView:

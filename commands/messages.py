@@ -8,6 +8,7 @@ positions. ``lessonledger publish`` reads these as JSON lines, one object per li
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -32,12 +33,15 @@ __all__ = [
     "DeclareEnvironmentChange",
     "EditLesson",
     "Erase",
+    "Label",
     "ObserveOutcome",
     "Operation",
     "ProposeLesson",
     "Reconcile",
     "RetireLesson",
+    "checked_command",
     "checked_project",
+    "checked_text",
     "command_from",
     "decode_command",
 ]
@@ -47,6 +51,8 @@ C = TypeVar("C", bound="_Command")
 LessonText = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
 IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
 Label = Annotated[str, Meta(max_length=200)]
+#: A lesson's version: a stream version, which the log keeps in 64 bits.
+Version = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
 
 
 class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
@@ -109,7 +115,7 @@ class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):
 
     lesson_id: UUID
     text: LessonText
-    expected_version: Annotated[int, Meta(ge=0)] | None = None
+    expected_version: Version | None = None
 
 
 class RetireLesson(_Command, frozen=True, kw_only=True, tag="retire_lesson"):
@@ -117,7 +123,7 @@ class RetireLesson(_Command, frozen=True, kw_only=True, tag="retire_lesson"):
 
     lesson_id: UUID
     reason: Text = ""
-    expected_version: Annotated[int, Meta(ge=0)] | None = None
+    expected_version: Version | None = None
 
 
 class DeclareEnvironmentChange(_Command, frozen=True, kw_only=True,
@@ -159,18 +165,113 @@ _json = msgspec.json.Decoder(AnyCommand)
 
 
 def decode_command(line: bytes | str) -> AnyCommand:
-    """Decode one JSON command; raises ``msgspec.ValidationError`` naming the field."""
-    return _json.decode(line)
+    """Decode one JSON command.
+
+    Raises:
+        msgspec.ValidationError: naming the field (a DecodeError for malformed JSON).
+        InvalidCommandError: a string holds a lone surrogate escape (half a UTF-16
+            pair), which is not Unicode text; ``field`` names it.
+    """
+    try:
+        return _json.decode(line)
+    except msgspec.DecodeError as e:
+        # msgspec refuses a lone surrogate escape as "truncated" input; name it instead.
+        try:
+            parsed = json.loads(line)
+        except (ValueError, RecursionError):
+            raise e from None
+        _refuse_surrogates("command", parsed)
+        raise
+
+
+def _invalid(kind: str, e: msgspec.ValidationError) -> InvalidCommandError:
+    match = re.search(r" - at `(\$[^`]*)`$", str(e))
+    msg = f"invalid {kind}: {e}; fix the field and retry"
+    return InvalidCommandError(msg, match.group(1) if match else "$")
 
 
 def command_from(fields: dict[str, Any], kind: type[C]) -> C:
-    """Build a command from keyword fields, refusing bad ones as the JSON path does."""
+    """Build a command from keyword fields, refusing bad ones as the JSON path does.
+
+    A Struct given as a field (an :class:`Operation` built by hand) is taken as it is;
+    :func:`checked_command`, which the ledger runs on every command, checks it.
+    """
     try:
         return msgspec.convert(fields, kind)
     except msgspec.ValidationError as e:
-        match = re.search(r" - at `(\$[^`]*)`$", str(e))
-        msg = f"invalid {kind.__name__}: {e}; fix the field and retry"
-        raise InvalidCommandError(msg, match.group(1) if match else "$") from e
+        raise _invalid(kind.__name__, e) from e
+
+
+def checked_command(command: C) -> C:
+    """``command`` if it holds to its schema, else refused as its JSON would be.
+
+    A command (or an :class:`Operation` in it) built by hand is not checked by msgspec:
+    a Struct's constructor checks no bounds, and ``convert`` takes a Struct given as a
+    field as it is. So it is built again from its builtins, which checks every bound,
+    and every string is checked to be Unicode text (a lone surrogate cannot be stored).
+
+    Raises:
+        InvalidCommandError: ``field`` is the JSON path of the first problem.
+    """
+    kind = type(command)
+    builtins = msgspec.to_builtins(command)
+    try:
+        checked = msgspec.convert(builtins, kind)
+    except msgspec.ValidationError as e:
+        raise _invalid(kind.__name__, e) from e
+    _refuse_surrogates(kind.__name__, builtins)
+    return checked
+
+
+def checked_text(text: str, field: str, bound: Any = str) -> str:
+    """A query's text, refused as a command's field would be (bounds, Unicode).
+
+    Args:
+        text: what the caller gave.
+        field: its JSON path, for the refusal.
+        bound: the type it must have (for example :data:`Key`).
+    """
+    try:
+        checked: str = msgspec.convert(text, bound)
+    except msgspec.ValidationError as e:
+        msg = f"invalid {field}: {e}; fix it and retry"
+        raise InvalidCommandError(msg, field) from e
+    _refuse_surrogates("query", text, field)
+    return checked
+
+
+def _refuse_surrogates(kind: str, value: object, path: str = "$") -> None:
+    """Refuse the first string in ``value`` that is not Unicode text (a lone surrogate)."""
+    bad = _not_unicode(value, path)
+    if bad is not None:
+        where, char = bad
+        msg = (f"invalid {kind}: {where} is not valid Unicode (a lone surrogate, "
+               f"{char!r}); send UTF-8 text")
+        raise InvalidCommandError(msg, where)
+
+
+def _not_unicode(value: object, path: str) -> tuple[str, str] | None:
+    """The path of the first string in ``value`` with a lone surrogate, and the surrogate."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return path, value[e.start]
+        return None
+    if isinstance(value, dict):
+        for name, item in value.items():
+            bad = (_not_unicode(name, f"{path} (a name)")
+                   or _not_unicode(item, f"{path}.{name}"))
+            if bad is not None:
+                return bad
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            bad = _not_unicode(item, f"{path}[{i}]")
+            if bad is not None:
+                return bad
+    return None
 
 
 def checked_project(project: str) -> str:

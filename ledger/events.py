@@ -59,6 +59,8 @@ Text = Annotated[str, Meta(max_length=8192)]
 Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})$")]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ids = Annotated[list[UUID], Meta(max_length=1000)]
+#: A SHA-256 digest, or empty.
+Digest = Annotated[bytes, Meta(max_length=32)]
 
 Signal = Literal["verification", "user_correction", "undo", "accepted", "tool"]
 LessonKind = Literal["prefer", "avoid", "do"]
@@ -82,14 +84,14 @@ class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
         target: the target key, relative to the project (a digest or a named kind).
         ok: whether it succeeded.
         error: a short error signature when it failed.
-        order: its place in the task, from 0.
+        order: its place in the task, from 0 (at most 2**63 - 1: a stored int is 64-bit).
     """
 
     op: Key
     target: Key
     ok: bool
     error: Annotated[str, Meta(max_length=1024)] = ""
-    order: Annotated[int, Meta(ge=0)] = 0
+    order: Annotated[int, Meta(ge=0, le=(1 << 63) - 1)] = 0
 
 
 class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed"):
@@ -103,6 +105,10 @@ class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed")
     operations: Annotated[list[Operation], Meta(max_length=500)] = []
     in_play: Ids = []
     fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
@@ -125,6 +131,10 @@ class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
     #: The publisher's own embedding of the text, if it has one (else the ledger's
     #: embedder makes one). Kept in the body: erasing the lesson erases the vector.
     vector: Annotated[list[float], Meta(max_length=4096)] = []
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed"):
@@ -167,6 +177,10 @@ class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded
     by: UUID | None = None
     #: A person's own words, when one retired it.
     note: Text = ""
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 class LessonRecalled(_Event, frozen=True, kw_only=True, tag="lesson.recalled"):
@@ -186,6 +200,10 @@ class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed")
 
     now: int
     decay: Confidence = 0.02
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):
@@ -195,6 +213,10 @@ class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.cha
     component: Name
     old: Annotated[str, Meta(max_length=512)] = ""
     new: Annotated[str, Meta(max_length=512)]
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -282,6 +304,10 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     by: Name
     reason: Text
     positions: list[Annotated[int, Meta(ge=1)]] = []
+    #: The digest of the whole command that wrote this as its first record (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    #: Empty when a policy decided the event, or an older ledger wrote it.
+    command_digest: Digest = b""
 
 
 AnyEvent = (

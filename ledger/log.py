@@ -331,7 +331,9 @@ class EventLog:
         """Delete the bodies at ``positions``; envelopes and chain are untouched.
 
         The bytes stay in LMDB's free pages until the home is compacted.
-        Returns how many bodies were present and are now gone.
+        Returns how many bodies were present and are now gone. ``verify`` takes a body
+        gone for erased only when an ``Erased`` record of this log names its position, so
+        an erasure appends one in the same transaction (see ``Ledger.erase``).
         """
         with self.writing() as writing:
             return writing.erase_bodies(positions)

@@ -1,7 +1,13 @@
 """Recompute the hash chain and every body commitment, and name what does not match.
 
-An absent body is reported as erased, not as damage: erasure deletes bodies on purpose
-and leaves envelopes and chain intact, so the rest of the history still verifies.
+An absent body is reported as erased, not as damage, when an ``Erased`` record of the
+same log names its position: erasure deletes bodies on purpose, records which, and
+leaves envelopes and chain intact, so the rest of the history still verifies. A body
+gone that no erasure names is damage (deleted by hand, lost or withheld by a bad copy).
+So is an ``Erased`` record's own body gone: erasure never takes one (the records are the
+audit trail and what replicas apply), and without it nothing tells the positions it named
+from damage, so those are reported too. An eventsourcing application's log holds no
+``Erased`` records, so every body missing there is damage.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from hashlib import sha256
 from typing import Literal
 
 import msgspec
-from lessonledger.ledger.envelope import GENESIS, decode_envelope
+from lessonledger.ledger.envelope import GENESIS, SALT_BYTES, decode_envelope
+from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.log import EventLog
 
 __all__ = ["Finding", "VerifyReport", "verify"]
 
 _PROGRESS_EVERY = 8192
+_ERASED: str = Erased.__struct_config__.tag  # type: ignore[assignment]
+_LOST_ERASURE = ("the body of an erasure record is missing (erasure never takes one); "
+                 "the positions it erased cannot be told from damage")
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -40,7 +50,7 @@ class VerifyReport(msgspec.Struct):
     Attributes:
         head: the last position the log has assigned.
         checked: how many envelopes were checked.
-        erased: positions whose bodies were erased (not damage).
+        erased: positions whose bodies an ``Erased`` record says it erased (not damage).
         problems: everything that failed, in position order.
     """
 
@@ -51,7 +61,7 @@ class VerifyReport(msgspec.Struct):
 
     @property
     def ok(self) -> bool:
-        """True when nothing is damaged (erased bodies are fine)."""
+        """True when nothing is damaged (bodies an erasure names are fine)."""
         return not self.problems
 
 
@@ -68,6 +78,8 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) ->
     # it, only the stored link at p was altered and p + 1 is intact.
     should_have_been: bytes | None = None
     expected = 1
+    absent: list[int] = []  # bodies gone, erased or not: told apart once all is read
+    named: set[int] = set()  # what the log's Erased records say they erased
     for position, envelope_bytes, body, link in log.raw():
         if position > expected:
             report.problems.extend(
@@ -87,13 +99,18 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) ->
             )
             should_have_been = recomputed
         previous = link if link is not None else recomputed
-        _check_body(report, position, envelope_bytes, body)
+        _check_body(report, position, envelope_bytes, body, absent, named)
         if progress is not None and report.checked % _PROGRESS_EVERY == 0:
             progress(report.checked, report.head)
     report.problems.extend(
         Finding(p, "missing", "no envelope at this position")
         for p in range(expected, report.head + 1)
     )
+    for p in absent:
+        if p in named:
+            report.erased.append(p)
+        else:
+            report.problems.append(Finding(p, "body", "body is missing and no erasure names it"))
     report.problems.sort(key=lambda f: f.position)
     if progress is not None:
         progress(report.checked, report.head)
@@ -101,7 +118,7 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) ->
 
 
 def _check_body(report: VerifyReport, position: int, envelope_bytes: bytes,
-                body: bytes | None) -> None:
+                body: bytes | None, absent: list[int], named: set[int]) -> None:
     try:
         envelope = decode_envelope(envelope_bytes)
     except msgspec.DecodeError:
@@ -112,6 +129,17 @@ def _check_body(report: VerifyReport, position: int, envelope_bytes: bytes,
             position, "envelope", f"envelope claims position {envelope.position}"
         ))
     if body is None:
-        report.erased.append(position)
+        if envelope.type == _ERASED:
+            report.problems.append(Finding(position, "body", _LOST_ERASURE))
+        else:
+            absent.append(position)
     elif sha256(body).digest() != envelope.commitment:
         report.problems.append(Finding(position, "body", "body does not match its commitment"))
+    elif envelope.type == _ERASED:
+        # Only an intact record counts: one that fails its commitment explains nothing.
+        try:
+            event = decode_event(body[SALT_BYTES:])
+        except msgspec.DecodeError:
+            return  # another writer's event of that name: it names no erasure
+        if isinstance(event, Erased):
+            named.update(event.positions)

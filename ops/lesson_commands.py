@@ -178,27 +178,38 @@ def _cmd_reconcile(args: argparse.Namespace) -> int:
                                     "now": now, "actor": "operator"}, Reconcile))
 
 
-def _commands(stream: IO[str]) -> list[tuple[int, AnyCommand]]:
-    """Every command of a JSON-lines stream with its line number, all decoded first."""
+def _commands(stream: IO[str], source: str) -> list[tuple[int, AnyCommand]]:
+    """Every command of a JSON-lines stream with its line number, all decoded first.
+
+    A UTF-8 byte order mark before the first line is skipped (editors on Windows write
+    one). A stream with no command at all is refused: a publisher that sends nothing has
+    almost always lost its input on the way.
+    """
     commands = []
     for number, line in enumerate(stream, 1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         if not line.strip():
             continue
         try:
             commands.append((number, decode_command(line)))
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, InvalidCommandError) as e:
             msg = f"line {number}: {e}; nothing was published"
             raise InvalidCommandError(msg, f"line {number}") from e
+    if not commands:
+        msg = (f"no commands {source}; send one JSON command per line "
+               "(see `lessonledger publish --help`)")
+        raise InvalidCommandError(msg, "$")
     return commands
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
     if args.file == "-":
-        commands = _commands(sys.stdin)
+        commands = _commands(sys.stdin, "on standard input")
     else:
         try:
             with open(args.file, encoding="utf-8") as f:
-                commands = _commands(f)
+                commands = _commands(f, f"in {args.file}")
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e

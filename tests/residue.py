@@ -1,4 +1,5 @@
-"""Shared by the erasure tests: a process that holds a home open, and a residue scan."""
+"""Shared by the erasure tests: a process that holds a home open, a residue scan, and an
+erasure at the log's level (bodies deleted and an ``Erased`` record naming them)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from lessonledger.ledger.events import Erased
+from lessonledger.ledger.log import EventLog
+from lessonledger.ledger.submission import new_event
 
-__all__ = ["WINDOW", "found", "holder", "secret", "windows", "windows_left"]
+__all__ = ["WINDOW", "erase", "found", "holder", "secret", "windows", "windows_left"]
 
 #: A process that opens the home given as argv[1], says so, and keeps it open until its
 #: stdin closes. With a second argument it also appends version 0 of that stream before
@@ -113,3 +117,20 @@ def windows_left(path: str, wanted: set[bytes], width: int = WINDOW) -> dict[str
             if found_here:
                 hits[str(Path(top, name).relative_to(path))] = len(found_here)
     return hits
+
+
+def erase(log: EventLog, positions: Sequence[int]) -> int:
+    """Delete the bodies at ``positions`` and append the ``Erased`` record naming them.
+
+    What ``Ledger.erase`` does at the log's level, in one transaction: ``verify`` takes a
+    missing body for an erasure only when an ``Erased`` record names it. Returns how many
+    bodies were present and are now gone.
+    """
+    eid = uuid.uuid4()
+    record = new_event(Erased(what="session", subject="test", by="test", reason="test",
+                              positions=list(positions)),
+                       stream=eid, version=0, event_id=eid, actor="test")
+    with log.writing() as writing:
+        gone = writing.erase_bodies(positions)
+        writing.append([record])
+    return gone

@@ -49,6 +49,8 @@ def from_type_info(t: mi.Type) -> st.SearchStrategy[Any]:
         return _str(t)
     if isinstance(t, mi.IntType):
         return _int(t)
+    if isinstance(t, mi.BytesType):
+        return st.binary(min_size=t.min_length or 0, max_size=min(t.max_length or 40, 40))
     if isinstance(t, mi.FloatType):
         return st.floats(t.ge or 0.0, t.le or 1.0)
     if isinstance(t, mi.LiteralType):

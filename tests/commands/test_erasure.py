@@ -84,9 +84,10 @@ def test_erasing_a_principal_takes_their_events_and_what_was_learned_from_them(
     assert not any(ALICE_TARGET in key for key in ledger.view.failures)
     assert len(lessons_on(ledger, BOB_TARGET)) == 1
     assert [r.target for r in ledger.lessons(P1, record=False)] == []
-    # A retry erases nothing more and answers as the first time did.
+    # A retry (the whole command again) erases nothing more and answers as the first did.
     head = ledger.log.head()
-    assert ledger.erase(key="erase-alice", what="principal", subject="alice") == erasure
+    assert ledger.erase(key="erase-alice", what="principal", subject="alice",
+                        reason="data subject request", actor="auditor") == erasure
     assert ledger.log.head() == head
 
 
@@ -275,6 +276,21 @@ def test_a_key_reused_for_another_erasure_is_refused(ledger: Ledger) -> None:
     assert lessons_on(ledger, BOB_TARGET)
     with pytest.raises(InvalidCommandError):
         ledger.erase(key="k2", what="principal", subject="bob", actor="")
+
+
+@pytest.mark.parametrize("change", [{"reason": "another"}, {"actor": "mallory"},
+                                    {"principal": "bob"}], ids=lambda c: ",".join(c))
+def test_a_key_reused_for_the_same_erasure_saying_else_is_refused(
+        ledger: Ledger, change: dict[str, str]) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    erasure: dict[str, Any] = {"key": "k", "what": "principal", "subject": "alice",
+                               "reason": "request"}
+    first = ledger.erase(**erasure)
+    head = ledger.log.head()
+    with pytest.raises(KeyReusedError, match="erasing principal alice"):
+        ledger.erase(**(erasure | change))
+    assert ledger.log.head() == head
+    assert ledger.erase(**erasure) == first
 
 
 def test_an_erasure_of_more_than_a_record_holds_is_split_and_answered_whole(

@@ -28,6 +28,7 @@ from lessonledger.ledger import (
 from lessonledger.ledger.envelope import decode_envelope, encode_envelope
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.verify import verify
+from residue import erase
 
 
 @pytest.fixture
@@ -178,11 +179,44 @@ def test_stream_selection_by_version(log: EventLog, stream: UUID | str) -> None:
 
 def test_erased_bodies_read_as_none_and_still_verify(log: EventLog) -> None:
     log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
-    assert log.erase_bodies([2, 4, 9]) == 2
-    assert [r.payload for r in log.read()] == [b"secret 0", None, b"secret 2", None, b"secret 4"]
+    assert erase(log, [2, 4, 9]) == 2
+    assert [r.payload for r in log.read(stop=5)] == [b"secret 0", None, b"secret 2", None,
+                                                     b"secret 4"]
     report = verify(log)
     assert report.ok
     assert report.erased == [2, 4]
+
+
+def test_a_body_deleted_without_an_erasure_is_damage(log: EventLog) -> None:
+    log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
+    erase(log, [2])
+    assert log.erase_bodies([4]) == 1  # no Erased record names 4
+    report = verify(log)
+    assert not report.ok
+    assert report.erased == [2]
+    assert [(f.position, f.kind) for f in report.problems] == [(4, "body")]
+    assert "no erasure names it" in report.problems[0].detail
+
+
+def test_an_erasure_record_without_its_body_is_damage_and_explains_nothing(
+    log: EventLog,
+) -> None:
+    log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(3)])
+    erase(log, [1, 2])  # the Erased record is position 4
+    assert log.erase_bodies([4]) == 1
+    report = verify(log)
+    assert [(f.position, f.kind) for f in report.problems] == [
+        (1, "body"), (2, "body"), (4, "body")]
+    assert "erasure record" in report.problems[2].detail
+    assert report.erased == []
+
+
+def test_a_body_missing_from_an_application_log_is_damage(lmdb_home: LMDBHome) -> None:
+    recorder = LMDBApplicationRecorder(lmdb_home, "app")
+    recorder.log.append([ev(uuid4()) for _ in range(3)])
+    assert recorder.log.erase_bodies([2]) == 1
+    report = verify(recorder.log)
+    assert [(f.position, f.kind) for f in report.problems] == [(2, "body")]
 
 
 def test_one_durability_setting_per_home_and_process(home: str) -> None:

@@ -15,6 +15,7 @@ from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import EventLog
 from lessonledger.ops.cli import main
 from lessonledger.ops.config import LOG_NAME
+from residue import erase
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -88,7 +89,7 @@ def test_erased_body_shows_as_erased_and_verifies(
     demo_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = acquire(str(demo_home))
-    EventLog(home, LOG_NAME).erase_bodies([1])
+    erase(EventLog(home, LOG_NAME), [1])
     release(home)
     code, out, _ = run(capsys, "--home", str(demo_home), "log", "--limit", "1")
     assert code == 0
@@ -96,6 +97,19 @@ def test_erased_body_shows_as_erased_and_verifies(
     code, out, _ = run(capsys, "--home", str(demo_home), "verify")
     assert code == 0
     assert "1 bodies erased: ok" in out
+
+
+def test_verify_names_a_body_deleted_without_an_erasure(
+    demo_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = acquire(str(demo_home))
+    EventLog(home, LOG_NAME).erase_bodies([7])  # no Erased record names it
+    release(home)
+    code, out, _ = run(capsys, "--home", str(demo_home), "verify")
+    assert code == 1
+    assert "position 7: body: body is missing and no erasure names it" in out
+    assert "bodies erased" not in out
+    assert "DAMAGED at position 7" in out
 
 
 def test_verify_names_a_damaged_body(demo_home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ from lessonledger.ops.cli import main
 from lessonledger.ops.config import LOG_NAME
 from lessonledger.ops.erasure_commands import EXIT_COMPACTION_PENDING
 from lessonledger.projections.store import ViewStore
-from residue import found, holder, secret
+from residue import erase, found, holder, secret
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -37,7 +37,7 @@ def erased_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
     try:
         log = EventLog(lmdb_home, LOG_NAME)
         log.append([NewEvent("s", v, "note", os.urandom(5000)) for v in range(50)])
-        assert log.erase_bodies(range(1, 41)) == 40
+        assert erase(log, range(1, 41)) == 40
     finally:
         release(lmdb_home)
     return home

@@ -152,3 +152,56 @@ def test_rebuild_gives_the_same_lessons(home: str, capsys: pytest.CaptureFixture
     assert code == 0
     assert "2 lessons" in out
     assert _lessons(capsys, home, "--all") == before
+
+
+def _line(**fields: Any) -> str:
+    return json.dumps({**COMMANDS[0], "key": "fresh", **fields})
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    (_line(operations=[{"op": "o", "target": "t", "ok": True,
+                        "order": 18446744073709551616}]), "$.operations[0].order"),
+    (_line(operations=[{"op": "o", "target": "t", "ok": True, "order": 10 ** 40}]),
+     "$.operations[0].order"),
+    (_line(task="\ud800"), "$.task is not valid Unicode"),
+    (_line(fingerprint={"python": "3.11 \udcff"}), "$.fingerprint.python is not valid Unicode"),
+], ids=["order-2**64", "order-40-digits", "lone-surrogate", "surrogate-in-a-map"])
+def test_bad_input_is_one_line_exit_2_and_publishes_nothing(
+    home: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    line: str, says: str,
+) -> None:
+    before = run(capsys, "--home", home, "stats", "--json")[1]
+    monkeypatch.setattr("sys.stdin", io.StringIO(line))
+    code, out, err = run(capsys, "--home", home, "publish")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert "line 1" in err
+    assert says in err
+    assert run(capsys, "--home", home, "stats", "--json")[1] == before
+
+
+def test_a_byte_order_mark_before_the_first_command_is_accepted(
+    home: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("\ufeff" + _line()))
+    code, out, err = run(capsys, "--home", home, "publish")
+    assert code == 0, err
+    assert json.loads(out)["key"] == "fresh"
+    path = tmp_path / "commands.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + _line(key="from-a-file").encode())
+    code, out, err = run(capsys, "--home", home, "publish", str(path))
+    assert code == 0, err
+    assert json.loads(out)["key"] == "from-a-file"
+
+
+@pytest.mark.parametrize("given", ["", "\n  \n"], ids=["empty", "blank-lines"])
+def test_publishing_nothing_is_refused_in_one_line(
+    home: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    given: str,
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(given))
+    code, out, err = run(capsys, "--home", home, "publish")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "no commands on standard input" in err
