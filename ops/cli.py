@@ -21,7 +21,7 @@ from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
 from lessonledger.ops.config import HOME_ENV, default_home, open_log
-from lessonledger.ops.render import print_json, progress, record_json, record_line
+from lessonledger.ops.render import echo, print_json, printable, progress, record_json, record_line
 
 __all__ = ["main"]
 
@@ -72,7 +72,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print_json({"ok": report.ok, **msgspec.to_builtins(report)})
     else:
         for problem in report.problems:
-            print(f"position {problem.position}: {problem.kind}: {problem.detail}")
+            echo(f"position {problem.position}: {problem.kind}: {problem.detail}")
         erased = f", {len(report.erased)} bodies erased" if report.erased else ""
         verdict = "ok" if report.ok else f"DAMAGED at position {report.problems[0].position}"
         print(f"verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
@@ -97,11 +97,11 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print_json(stats)
     else:
-        print(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
+        echo(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
         print(f"events    {stats['head']:,}   erased bodies {stats['erased_bodies']:,}")
         print(f"on disk   {stats['file_bytes']:,} bytes")
         for kind, count in sorted(stats["events_by_type"].items()):  # type: ignore[attr-defined]
-            print(f"  {kind:<22}{count:>10,}")
+            echo(f"  {kind:<22}{count:>10,}")
     return 0
 
 
@@ -324,10 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except LessonLedgerError as e:
-        print(f"lessonledger: {e}", file=sys.stderr)
+        print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
         return 2
     except msgspec.ValidationError as e:
-        print(f"lessonledger: invalid input: {e}; fix it and retry", file=sys.stderr)
+        print(f"lessonledger: invalid input: {printable(str(e))}; fix it and retry",
+              file=sys.stderr)
         return 2
     except (UnicodeDecodeError, UnicodeEncodeError) as e:
         print(f"lessonledger: input is not UTF-8 text ({e.reason}); convert it and retry",

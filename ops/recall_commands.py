@@ -14,7 +14,7 @@ from typing import Any
 from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import TimeRangeError, parse_time, print_json, timestamp
+from lessonledger.ops.render import TimeRangeError, echo, parse_time, print_json, timestamp
 
 __all__ = ["register"]
 
@@ -52,7 +52,8 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(result.section or "no lessons on file for this project")
+        for line in (result.section or "no lessons on file for this project").split("\n"):
+            echo(line)
         print(f"({len(result.lessons)} of {len(result.ranked)} candidates, "
               f"{result.tokens} tokens)", file=sys.stderr)
     return 0
@@ -67,7 +68,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(result.line)
+        echo(result.line)
     return 0
 
 
@@ -80,16 +81,16 @@ def _cmd_why(args: argparse.Namespace) -> int:
         print_json(story)
         return 0
     row = story.lesson
-    print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
-    print(f"  {row.text}")
+    echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
+    echo(f"  {row.text}")
     for step in story.steps:
         cited = f" outcome {step.outcome}" if step.outcome else ""
-        print(f"  @{step.position:<7} {timestamp(step.recorded_at)}  {step.type:<20} "
-              f"by {step.actor or '-':<8} -> {step.confidence:.2f}{cited} {step.note}")
+        echo(f"  @{step.position:<7} {timestamp(step.recorded_at)}  {step.type:<20} "
+             f"by {step.actor or '-':<8} -> {step.confidence:.2f}{cited} {step.note}")
     if story.recall is not None:
         verdict = story.recall
         said = verdict.reason if verdict.shown else f"not shown: {verdict.reason}"
-        print(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
+        echo(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
     return 0
 
 
