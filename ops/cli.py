@@ -200,8 +200,7 @@ def _parser() -> argparse.ArgumentParser:
         "every write is an immutable, hash-chained event."))
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {importlib.metadata.version('lessonledger')}")
-    parser.add_argument("--home", type=Path, default=None, help=(
-        f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger)"))
+    _home_option(parser, None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
     sub.add_parser("init", help="create a ledger home").set_defaults(run=_cmd_init)
@@ -223,9 +222,9 @@ def _parser() -> argparse.ArgumentParser:
             "write nothing to the home, not even a lock: for a backup or a snapshot that "
             "no process writes to (on a read-only filesystem this is automatic)"))
     sub.add_parser("demo", help=(
-        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off)"
-    )).set_defaults(
-        run=_cmd_demo)
+        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off); "
+        "in a home of its own (~/.lessonledger-demo) unless one is named"
+    )).set_defaults(run=_cmd_demo, demo=True)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
@@ -265,6 +264,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _home_option(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--home", type=Path, default=default, metavar="DIR", help=(
+        f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger); "
+        "before or after the command"))
+
+
 def _describe(parser: argparse.ArgumentParser) -> None:
     """Give every sub-command's own ``--help`` page its one-line help as a description.
 
@@ -277,6 +282,8 @@ def _describe(parser: argparse.ArgumentParser) -> None:
                 child = action.choices[listed.dest]
                 if child.description is None and listed.help:
                     child.description = listed.help[0].upper() + listed.help[1:] + "."
+                # --home after the command too; SUPPRESS keeps one given before it.
+                _home_option(child, argparse.SUPPRESS)
                 _describe(child)
 
 
@@ -320,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    args.home = args.home or default_home()
+    args.home = args.home or default_home(demo=getattr(args, "demo", False))
     try:
         return int(args.run(args))
     except LessonLedgerError as e:

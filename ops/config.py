@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ __all__ = [
     "LOG_NAME",
     "SYNC_ENV",
     "default_home",
+    "is_home",
     "open_log",
     "require_home",
     "sync_setting",
@@ -30,14 +32,24 @@ SYNC_ENV = "LESSONLEDGER_SYNC"
 _MARKER = "LESSONLEDGER"
 
 
+def is_home(home: Path) -> bool:
+    """True when ``home`` holds a ledger: ``init`` marked it, or it has an LMDB file.
+
+    A home opened from Python (``Ledger``, ``open_ledger``, ``acquire``, an eventsourcing
+    application) has ``data.mdb`` but no marker; it is a home all the same.
+    """
+    return (home / _MARKER).exists() or (home / "data.mdb").exists()
+
+
 def require_home(home: Path) -> None:
     """Refuse a directory that holds no ledger, rather than quietly making one there.
 
     Raises:
         LedgerConfigError: ``home`` was never initialised.
     """
-    if not (home / _MARKER).exists():
-        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
+    if not is_home(home):
+        msg = (f"no ledger at {home}; run `lessonledger init --home {shlex.quote(str(home))}` "
+               "or pass --home")
         raise LedgerConfigError(msg)
     data = home / "data.mdb"
     if not data.exists() or data.stat().st_size == 0:
@@ -47,9 +59,16 @@ def require_home(home: Path) -> None:
         raise LedgerConfigError(msg)
 
 
-def default_home() -> Path:
-    """Return the home from ``$LESSONLEDGER_HOME``, else ``~/.lessonledger``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".lessonledger")
+def default_home(*, demo: bool = False) -> Path:
+    """Return the home from ``$LESSONLEDGER_HOME``, else ``~/.lessonledger``.
+
+    With ``demo``, the fallback is ``~/.lessonledger-demo``: the demo keeps its made-up
+    projects out of the home agents use unless a home is named.
+    """
+    named = os.environ.get(HOME_ENV)
+    if named:
+        return Path(named)
+    return Path.home() / (".lessonledger-demo" if demo else ".lessonledger")
 
 
 def sync_setting() -> bool:
@@ -70,9 +89,14 @@ def open_log(home: Path, *, create: bool = False,
     home, not even a lock: for a backup or a snapshot that no process writes to.
 
     Raises:
-        LedgerConfigError: there is no ledger at ``home`` and ``create`` is False.
+        LedgerConfigError: there is no ledger at ``home`` and ``create`` is False; or
+            ``create`` is True and ``home`` is a non-empty directory holding no ledger.
     """
     marker = home / _MARKER
+    if create and not is_home(home) and home.is_dir() and any(home.iterdir()):
+        msg = (f"{home} is not empty and holds no ledger; pass an empty or new directory "
+               "(a home holds only the ledger's files)")
+        raise LedgerConfigError(msg)
     if not create:
         require_home(home)
         if read_only or on_read_only_filesystem(str(home)):

@@ -229,7 +229,10 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
         store.save(VIEW_NAME, view.position, view.dump())
     finally:
         release(home)
-    print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
+    if args.json:
+        print_json({"view": args.view, "position": head, "lessons": len(view.lessons)})
+    else:
+        print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
     return 0
 
 
@@ -276,6 +279,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
     rebuild.add_argument("view", nargs="?", default="lessons", choices=["lessons"],
                          help="which view (default: lessons)")
+    rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
     rebuild.set_defaults(run=_cmd_rebuild)
     reconcile = sub.add_parser("reconcile", help="run decay, expiry and caps as of a time")
     reconcile.add_argument("--now", type=_when, default=None,

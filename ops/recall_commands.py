@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
@@ -76,7 +77,17 @@ def _cmd_why(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         as_of = _position(ledger, args.as_of)
         lesson_id = find_lesson(ledger, args.lesson)
-        story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+        try:
+            story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+        except UnknownLessonError:
+            if as_of is None:
+                raise
+            # It exists now (find_lesson found it), so it was not yet there at --as-of.
+            moves = ledger.lesson(lesson_id).moves
+            when = args.as_of if isinstance(args.as_of, int) else args.as_of.isoformat()
+            born = f"; it was first recorded at position {moves[0].position}" if moves else ""
+            msg = f"lesson {lesson_id} did not exist yet at {when} (--as-of){born}"
+            raise LedgerConfigError(msg) from None
     if args.json:
         print_json(story)
         return 0
