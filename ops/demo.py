@@ -22,7 +22,7 @@ from typing import Any
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.bench_trapworld import run_arm
-from lessonledger.ops.config import default_home, open_log, sync_setting
+from lessonledger.ops.config import LOG_NAME, default_home, open_log, sync_setting
 from lessonledger.ops.render import echo
 from lessonledger.ops.trapworld import World, WorldConfig
 from lessonledger.projections.lessons import LessonRow
@@ -78,7 +78,7 @@ def run_demo(home: Path) -> int:
     print(f"\n({time.perf_counter() - started:.1f} s. The same world, bigger and repeated, "
           "with a third agent that only remembers its last error: "
           "`lessonledger bench trapworld`.)")
-    with open_log(home) as log:
+    with open_log(home, name=LOG_NAME) as log:
         report = verify(log)
     print(f"verify: {report.checked} events, chain and bodies "
           f"{'intact' if report.ok else 'DAMAGED'}")
