@@ -282,10 +282,11 @@ def _home_option(parser: argparse.ArgumentParser, default: Any) -> None:
 
 
 def _describe(parser: argparse.ArgumentParser) -> None:
-    """Give every sub-command's own ``--help`` page its one-line help as a description.
+    """Give every sub-command's ``--help`` page a description, and ``--home`` too.
 
     argparse shows a sub-command's ``help`` only in its parent's list; the page itself
-    would start with the options alone.
+    would start with the options alone. ``--home`` is taken after the command as well as
+    before it; with ``SUPPRESS`` as its default there, one given before is kept.
     """
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -293,7 +294,7 @@ def _describe(parser: argparse.ArgumentParser) -> None:
                 child = action.choices[listed.dest]
                 if child.description is None and listed.help:
                     child.description = listed.help[0].upper() + listed.help[1:] + "."
-                # --home after the command too; SUPPRESS keeps one given before it.
+            for child in action.choices.values():
                 _home_option(child, argparse.SUPPRESS)
                 _describe(child)
 
