@@ -51,7 +51,7 @@ from lessonledger.ledger.errors import (
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
 
-__all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record", "Writing"]
+__all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record", "Writing", "log_names"]
 
 #: The name of the lesson log in a home (eventsourcing applications use their own names).
 LOG_NAME = "ledger"
@@ -505,3 +505,17 @@ class Writing:
     def position_of(self, event_id: bytes) -> Position | None:
         """As :meth:`EventLog.position_of`, in this transaction."""
         return self._log._position_of(self._txn, event_id)
+
+
+def log_names(home: LMDBHome) -> list[str]:
+    """The name of every log in a home, the lesson log's first, then the others sorted.
+
+    A log ``name`` is the named database ``name.log`` (with ``name.ids`` and
+    ``name.streams``): the lesson log's, an eventsourcing application's (named after the
+    application) and its snapshots' (``name.snapshots``). Named databases are the keys
+    of LMDB's main database, so this lists them without opening or creating any.
+    """
+    with home.env.begin() as txn:
+        names = {key[:-4].decode("utf-8", "replace")
+                 for key in txn.cursor().iternext(values=False) if key.endswith(b".log")}
+    return sorted(names, key=lambda name: (name != LOG_NAME, name))

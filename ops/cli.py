@@ -20,8 +20,8 @@ from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
-from lessonledger.ops.config import HOME_ENV, default_home, open_log
-from lessonledger.ops.render import print_json, progress, record_json, record_line
+from lessonledger.ops.config import HOME_ENV, LOG_NAME, default_home, open_log, open_logs
+from lessonledger.ops.render import echo, print_json, printable, progress, record_json, record_line
 
 __all__ = ["main"]
 
@@ -56,7 +56,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    with open_log(args.home, read_only=args.read_only) as log:
+    with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         for record in log.read(args.start, limit=args.limit):
             if args.json:
                 print_json(record_json(record))
@@ -66,17 +66,22 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    with open_log(args.home, read_only=args.read_only) as log:
-        report = verify(log, progress=progress("verify"))
-    if args.json:
-        print_json({"ok": report.ok, **msgspec.to_builtins(report)})
-    else:
+    with open_logs(args.home, read_only=args.read_only, name=args.log) as logs:
+        reports = [(log.name, verify(log, progress=progress(f"verify {log.name}")))
+                   for log in logs]
+    # The lesson log alone is the usual home: its lines need no name.
+    named = [name for name, _ in reports] != [LOG_NAME]
+    for name, report in reports:
+        if args.json:
+            print_json({"log": name, "ok": report.ok, **msgspec.to_builtins(report)})
+            continue
+        where = f"log {name}: " if named else ""
         for problem in report.problems:
-            print(f"position {problem.position}: {problem.kind}: {problem.detail}")
+            echo(f"{where}position {problem.position}: {problem.kind}: {problem.detail}")
         erased = f", {len(report.erased)} bodies erased" if report.erased else ""
         verdict = "ok" if report.ok else f"DAMAGED at position {report.problems[0].position}"
-        print(f"verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
-    return 0 if report.ok else 1
+        echo(f"{where}verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
+    return 0 if all(report.ok for _, report in reports) else 1
 
 
 def _stats(log: EventLog, home: Path) -> dict[str, object]:
@@ -87,21 +92,24 @@ def _stats(log: EventLog, home: Path) -> dict[str, object]:
         erased += record.payload is None
     # Every file of the home: the LMDB files and the vector index under vectors/.
     size = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
-    return {"home": str(home), "head": log.head(), "events_by_type": dict(types),
+    return {"home": str(home), "log": log.name, "head": log.head(),
+            "events_by_type": dict(types),
             "erased_bodies": erased, "file_bytes": size, "fsync": log.home.sync}
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    with open_log(args.home, read_only=args.read_only) as log:
+    with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         stats = _stats(log, args.home)
     if args.json:
         print_json(stats)
     else:
-        print(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
+        echo(f"home      {stats['home']}  (fsync every commit: {stats['fsync']})")
+        if stats["log"] != LOG_NAME:
+            echo(f"log       {stats['log']}")
         print(f"events    {stats['head']:,}   erased bodies {stats['erased_bodies']:,}")
         print(f"on disk   {stats['file_bytes']:,} bytes")
         for kind, count in sorted(stats["events_by_type"].items()):  # type: ignore[attr-defined]
-            print(f"  {kind:<22}{count:>10,}")
+            echo(f"  {kind:<22}{count:>10,}")
     return 0
 
 
@@ -200,8 +208,7 @@ def _parser() -> argparse.ArgumentParser:
         "every write is an immutable, hash-chained event."))
     parser.add_argument("--version", action="version",
                         version=f"%(prog)s {importlib.metadata.version('lessonledger')}")
-    parser.add_argument("--home", type=Path, default=None, help=(
-        f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger)"))
+    _home_option(parser, None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
     sub.add_parser("init", help="create a ledger home").set_defaults(run=_cmd_init)
@@ -222,10 +229,13 @@ def _parser() -> argparse.ArgumentParser:
         auditing.add_argument("--read-only", action="store_true", help=(
             "write nothing to the home, not even a lock: for a backup or a snapshot that "
             "no process writes to (on a read-only filesystem this is automatic)"))
+        auditing.add_argument("--log", metavar="NAME", default=None, help=(
+            "the log to read, when the home holds several (an eventsourcing application "
+            "writes one named after itself); verify checks every log unless told one"))
     sub.add_parser("demo", help=(
-        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off)"
-    )).set_defaults(
-        run=_cmd_demo)
+        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off); "
+        "in a home of its own (~/.lessonledger-demo) unless one is named"
+    )).set_defaults(run=_cmd_demo, demo=True)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
@@ -265,11 +275,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _home_option(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("--home", type=Path, default=default, metavar="DIR", help=(
+        f"ledger home directory (default: ${HOME_ENV}, else ~/.lessonledger); "
+        "before or after the command"))
+
+
 def _describe(parser: argparse.ArgumentParser) -> None:
-    """Give every sub-command's own ``--help`` page its one-line help as a description.
+    """Give every sub-command's ``--help`` page a description, and ``--home`` too.
 
     argparse shows a sub-command's ``help`` only in its parent's list; the page itself
-    would start with the options alone.
+    would start with the options alone. ``--home`` is taken after the command as well as
+    before it; with ``SUPPRESS`` as its default there, one given before is kept.
     """
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -277,6 +294,8 @@ def _describe(parser: argparse.ArgumentParser) -> None:
                 child = action.choices[listed.dest]
                 if child.description is None and listed.help:
                     child.description = listed.help[0].upper() + listed.help[1:] + "."
+            for child in action.choices.values():
+                _home_option(child, argparse.SUPPRESS)
                 _describe(child)
 
 
@@ -320,14 +339,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    args.home = args.home or default_home()
+    args.home = args.home or default_home(demo=getattr(args, "demo", False))
     try:
         return int(args.run(args))
     except LessonLedgerError as e:
-        print(f"lessonledger: {e}", file=sys.stderr)
+        print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
         return 2
     except msgspec.ValidationError as e:
-        print(f"lessonledger: invalid input: {e}; fix it and retry", file=sys.stderr)
+        print(f"lessonledger: invalid input: {printable(str(e))}; fix it and retry",
+              file=sys.stderr)
         return 2
     except (UnicodeDecodeError, UnicodeEncodeError) as e:
         print(f"lessonledger: input is not UTF-8 text ({e.reason}); convert it and retry",

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ledger.lmdb_env import acquire, on_read_only_filesystem, release
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
-from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.log import LOG_NAME, EventLog, log_names
 
 __all__ = [
     "HOME_ENV",
     "LOG_NAME",
     "SYNC_ENV",
     "default_home",
+    "is_home",
     "open_log",
+    "open_logs",
     "require_home",
     "sync_setting",
 ]
@@ -30,14 +33,24 @@ SYNC_ENV = "LESSONLEDGER_SYNC"
 _MARKER = "LESSONLEDGER"
 
 
+def is_home(home: Path) -> bool:
+    """True when ``home`` holds a ledger: ``init`` marked it, or it has an LMDB file.
+
+    A home opened from Python (``Ledger``, ``open_ledger``, ``acquire``, an eventsourcing
+    application) has ``data.mdb`` but no marker; it is a home all the same.
+    """
+    return (home / _MARKER).exists() or (home / "data.mdb").exists()
+
+
 def require_home(home: Path) -> None:
     """Refuse a directory that holds no ledger, rather than quietly making one there.
 
     Raises:
         LedgerConfigError: ``home`` was never initialised.
     """
-    if not (home / _MARKER).exists():
-        msg = f"no ledger at {home}; run `lessonledger init --home {home}` or pass --home"
+    if not is_home(home):
+        msg = (f"no ledger at {home}; run `lessonledger init --home {shlex.quote(str(home))}` "
+               "or pass --home")
         raise LedgerConfigError(msg)
     data = home / "data.mdb"
     if not data.exists() or data.stat().st_size == 0:
@@ -47,9 +60,16 @@ def require_home(home: Path) -> None:
         raise LedgerConfigError(msg)
 
 
-def default_home() -> Path:
-    """Return the home from ``$LESSONLEDGER_HOME``, else ``~/.lessonledger``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".lessonledger")
+def default_home(*, demo: bool = False) -> Path:
+    """Return the home from ``$LESSONLEDGER_HOME``, else ``~/.lessonledger``.
+
+    With ``demo``, the fallback is ``~/.lessonledger-demo``: the demo keeps its made-up
+    projects out of the home agents use unless a home is named.
+    """
+    named = os.environ.get(HOME_ENV)
+    if named:
+        return Path(named)
+    return Path.home() / (".lessonledger-demo" if demo else ".lessonledger")
 
 
 def sync_setting() -> bool:
@@ -62,27 +82,82 @@ def sync_setting() -> bool:
 
 
 @contextmanager
-def open_log(home: Path, *, create: bool = False,
-             read_only: bool = False) -> Iterator[EventLog]:
-    """Open the lesson log in ``home``; with ``create``, make the home first.
+def open_logs(home: Path, *, read_only: bool = False,
+              name: str | None = None) -> Iterator[list[EventLog]]:
+    """Open every log in an existing home (the lesson log first), or only the one named.
 
-    With ``read_only``, or on a filesystem mounted read-only, nothing is written to the
-    home, not even a lock: for a backup or a snapshot that no process writes to.
+    A home may hold other logs than the lesson log: an eventsourcing application's, named
+    after it, and its snapshots'. With ``read_only``, or on a filesystem mounted
+    read-only, nothing is written to the home, not even a lock: for a backup or a
+    snapshot that no process writes to.
 
     Raises:
-        LedgerConfigError: there is no ledger at ``home`` and ``create`` is False.
+        LedgerConfigError: there is no ledger at ``home``, no log called ``name`` in it,
+            or (read-only) no log at all yet.
     """
-    marker = home / _MARKER
-    if not create:
-        require_home(home)
-        if read_only or on_read_only_filesystem(str(home)):
-            with lmdb_read_only(str(home)) as lmdb_home:
-                yield EventLog(lmdb_home, LOG_NAME)
-            return
+    require_home(home)
+    read_only = read_only or on_read_only_filesystem(str(home))
+    with _lmdb_home(home, read_only=read_only) as lmdb_home:
+        names = log_names(lmdb_home)
+        if name is not None and name not in names:
+            msg = f"no log {name!r} in {home}; {_listing(names)}"
+            raise LedgerConfigError(msg)
+        if not names and read_only:
+            msg = f"{home} holds no log yet: nothing to read"
+            raise LedgerConfigError(msg)
+        # A writable home without a log gets an empty lesson log, as it always did.
+        yield [EventLog(lmdb_home, n) for n in ([name] if name else names or [LOG_NAME])]
+
+
+def _listing(names: list[str]) -> str:
+    return (f"it holds {len(names)} log{'s' if len(names) != 1 else ''}: "
+            f"{', '.join(names)}" if names else "it holds no log")
+
+
+@contextmanager
+def _lmdb_home(home: Path, *, read_only: bool) -> Iterator[LMDBHome]:
+    if read_only:
+        with lmdb_read_only(str(home)) as lmdb_home:
+            yield lmdb_home
+        return
     lmdb_home = acquire(str(home), sync=sync_setting())
     try:
-        if create and not marker.exists():
+        yield lmdb_home
+    finally:
+        release(lmdb_home)
+
+
+@contextmanager
+def open_log(home: Path, *, create: bool = False, read_only: bool = False,
+             name: str | None = None) -> Iterator[EventLog]:
+    """Open one log in ``home``; with ``create``, make the home first (the lesson log).
+
+    Without ``name``, the home's only log; a home holding several is refused, naming
+    them (pass ``name``, on the command line ``--log NAME``). ``read_only`` is as for
+    :func:`open_logs`.
+
+    Raises:
+        LedgerConfigError: there is no ledger at ``home`` and ``create`` is False; or
+            ``create`` is True and ``home`` is a non-empty directory holding no ledger;
+            or the log to read is not one (see above).
+    """
+    if not create:
+        with open_logs(home, read_only=read_only, name=name) as logs:
+            if len(logs) > 1:
+                msg = (f"{home} holds {len(logs)} logs: {', '.join(log.name for log in logs)}; "
+                       "choose one with --log NAME")
+                raise LedgerConfigError(msg)
+            yield logs[0]
+        return
+    marker = home / _MARKER
+    if not is_home(home) and home.is_dir() and any(home.iterdir()):
+        msg = (f"{home} is not empty and holds no ledger; pass an empty or new directory "
+               "(a home holds only the ledger's files)")
+        raise LedgerConfigError(msg)
+    lmdb_home = acquire(str(home), sync=sync_setting())
+    try:
+        if not marker.exists():
             marker.write_text("lessonledger home: LMDB files, do not edit by hand\n")
-        yield EventLog(lmdb_home, LOG_NAME)
+        yield EventLog(lmdb_home, name or LOG_NAME)
     finally:
         release(lmdb_home)

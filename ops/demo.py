@@ -22,7 +22,8 @@ from typing import Any
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.bench_trapworld import run_arm
-from lessonledger.ops.config import default_home, open_log, sync_setting
+from lessonledger.ops.config import LOG_NAME, default_home, open_log, sync_setting
+from lessonledger.ops.render import echo
 from lessonledger.ops.trapworld import World, WorldConfig
 from lessonledger.projections.lessons import LessonRow
 
@@ -77,7 +78,7 @@ def run_demo(home: Path) -> int:
     print(f"\n({time.perf_counter() - started:.1f} s. The same world, bigger and repeated, "
           "with a third agent that only remembers its last error: "
           "`lessonledger bench trapworld`.)")
-    with open_log(home) as log:
+    with open_log(home, name=LOG_NAME) as log:
         report = verify(log)
     print(f"verify: {report.checked} events, chain and bodies "
           f"{'intact' if report.ok else 'DAMAGED'}")
@@ -118,17 +119,17 @@ def _learned(home: Path, world: World,
             for row in rows:
                 scope = "global, " if row.scope == "global" else ""
                 new = "" if row.lesson_id in before else " (new)"
-                print(f"    [{scope}{row.status}, {row.confidence:.2f}] {row.text}{new}")
+                echo(f"    [{scope}{row.status}, {row.confidence:.2f}] {row.text}{new}")
         gone = [r for r in ledger.view.lessons.values() if not r.active
                 and r.scope in {*world.projects, "global"} and r.reason in (
                     "replaced", "refuted") and r.lesson_id not in before]
         flipped = [r for r in gone if r.superseded_by
                    and ledger.view.lessons[r.superseded_by].avoid_op == r.prefer_op]
         for row in flipped[:2]:
-            print(f"  no longer shown (the world changed): {row.text}")
+            echo(f"  no longer shown (the world changed): {row.text}")
         blips = [r for r in gone if r.reason == "refuted"]
         for row in blips[:1]:
-            print(f"  no longer shown (a blip, not a trap): {row.text}")
+            echo(f"  no longer shown (a blip, not a trap): {row.text}")
         strongest = max(seen, key=lambda i: ledger.view.lessons[i].confidence, default=None)
         if strongest is None:
             return None
@@ -138,8 +139,8 @@ def _learned(home: Path, world: World,
         print(f"\nWhy the strongest lesson exists (`{_command(home)} why {strongest}`):")
         for step in story.steps[:8]:
             cited = f", outcome {str(step.outcome)[:13]}..." if step.outcome else ""
-            print(f"  @{step.position:<5} {step.type:<22} by {step.actor:<7} -> "
-                  f"{step.confidence:.2f}{cited}")
+            echo(f"  @{step.position:<5} {step.type:<22} by {step.actor:<7} -> "
+                 f"{step.confidence:.2f}{cited}")
         if len(story.steps) > 8:
             print(f"  ... and {len(story.steps) - 8} more")
         return where, row.avoid_op or row.prefer_op, row.target

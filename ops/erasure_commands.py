@@ -19,7 +19,7 @@ from lessonledger.ledger.compaction import Compacted, check_unused, compact
 from lessonledger.ledger.errors import HomeBusyError
 from lessonledger.ops.config import require_home
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import print_json
+from lessonledger.ops.render import echo, print_json
 
 __all__ = ["EXIT_COMPACTION_PENDING", "register"]
 
@@ -60,8 +60,8 @@ def _cmd_erase(args: argparse.Namespace) -> int:
                     "erased": erasure.erased, "compacted": msgspec.to_builtins(compacted),
                     "pending": pending or None})
     else:
-        print(f"erased {len(erasure.erased):,} bodies of {what} {subject}, recorded at "
-              f"position {erasure.position:,}; the views were rebuilt without them")
+        echo(f"erased {len(erasure.erased):,} bodies of {what} {subject}, recorded at "
+             f"position {erasure.position:,}; the views were rebuilt without them")
         if compacted is not None:
             print(f"compacted: {_size(compacted.bytes_before)} -> "
                   f"{_size(compacted.bytes_after)} in {compacted.seconds:.2f} s; "

@@ -32,7 +32,7 @@ from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
-from lessonledger.ops.render import parse_time, print_json, progress, timestamp
+from lessonledger.ops.render import echo, parse_time, print_json, progress, timestamp
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.store import ViewStore
 
@@ -97,7 +97,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if args.json:
             print_json(_row_json(row))
         else:
-            print(_line(row))
+            echo(_line(row))
     if not args.json and not rows:
         print("no lessons yet" + ("" if args.all else " (--all shows retired and superseded)"))
     return 0
@@ -110,18 +110,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_row_json(row, moves=True))
         return 0
-    print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
-    print(f"  {row.text}")
-    print(f"  {row.kind}: avoid {row.avoid_op or '-'}  prefer {row.prefer_op or '-'}  "
-          f"on {row.target}  scope {row.scope}  ({row.source}, {row.longevity})")
-    print(f"  evidence: {', '.join(str(e) for e in row.evidence) or 'none (a claim)'}")
-    print(f"  last evidence {timestamp(row.last_evidence_at)}; last used "
-          f"{timestamp(row.last_used_at) if row.last_used_at else 'never'}")
-    print("  what moved it:")
+    echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
+    echo(f"  {row.text}")
+    echo(f"  {row.kind}: avoid {row.avoid_op or '-'}  prefer {row.prefer_op or '-'}  "
+         f"on {row.target}  scope {row.scope}  ({row.source}, {row.longevity})")
+    echo(f"  evidence: {', '.join(str(e) for e in row.evidence) or 'none (a claim)'}")
+    echo(f"  last evidence {timestamp(row.last_evidence_at)}; last used "
+         f"{timestamp(row.last_used_at) if row.last_used_at else 'never'}")
+    echo("  what moved it:")
     for move in row.moves:
         cited = f" outcome {move.outcome}" if move.outcome else ""
-        print(f"    @{move.position:<8} {move.type:<20} -> {move.confidence:.2f}{cited} "
-              f"{move.note}")
+        echo(f"    @{move.position:<8} {move.type:<20} -> {move.confidence:.2f}{cited} "
+             f"{move.note}")
     return 0
 
 
@@ -135,8 +135,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
     for row in chain:
         why = f"superseded ({row.reason}) by {row.superseded_by}" if row.superseded_by \
             else row.reason or row.status
-        print(_line(row))
-        print(f"    evidence {', '.join(str(e) for e in row.evidence) or 'none'}; {why}")
+        echo(_line(row))
+        echo(f"    evidence {', '.join(str(e) for e in row.evidence) or 'none'}; {why}")
     return 0
 
 
@@ -240,7 +240,10 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
         store.save(VIEW_NAME, view.position, view.dump())
     finally:
         release(home)
-    print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
+    if args.json:
+        print_json({"view": args.view, "position": head, "lessons": len(view.lessons)})
+    else:
+        print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
     return 0
 
 
@@ -287,6 +290,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
     rebuild.add_argument("view", nargs="?", default="lessons", choices=["lessons"],
                          help="which view (default: lessons)")
+    rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
     rebuild.set_defaults(run=_cmd_rebuild)
     reconcile = sub.add_parser("reconcile", help="run decay, expiry and caps as of a time")
     reconcile.add_argument("--now", type=_when, default=None,

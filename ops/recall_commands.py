@@ -11,10 +11,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import TimeRangeError, parse_time, print_json, timestamp
+from lessonledger.ops.render import TimeRangeError, echo, parse_time, print_json, timestamp
 
 __all__ = ["register"]
 
@@ -52,7 +53,8 @@ def _cmd_recall(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(result.section or "no lessons on file for this project")
+        for line in (result.section or "no lessons on file for this project").split("\n"):
+            echo(line)
         print(f"({len(result.lessons)} of {len(result.ranked)} candidates, "
               f"{result.tokens} tokens)", file=sys.stderr)
     return 0
@@ -67,7 +69,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(result.line)
+        echo(result.line)
     return 0
 
 
@@ -75,21 +77,31 @@ def _cmd_why(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         as_of = _position(ledger, args.as_of)
         lesson_id = find_lesson(ledger, args.lesson)
-        story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+        try:
+            story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+        except UnknownLessonError:
+            if as_of is None:
+                raise
+            # It exists now (find_lesson found it), so it was not yet there at --as-of.
+            moves = ledger.lesson(lesson_id).moves
+            when = args.as_of if isinstance(args.as_of, int) else args.as_of.isoformat()
+            born = f"; it was first recorded at position {moves[0].position}" if moves else ""
+            msg = f"lesson {lesson_id} did not exist yet at {when} (--as-of){born}"
+            raise LedgerConfigError(msg) from None
     if args.json:
         print_json(story)
         return 0
     row = story.lesson
-    print(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
-    print(f"  {row.text}")
+    echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
+    echo(f"  {row.text}")
     for step in story.steps:
         cited = f" outcome {step.outcome}" if step.outcome else ""
-        print(f"  @{step.position:<7} {timestamp(step.recorded_at)}  {step.type:<20} "
-              f"by {step.actor or '-':<8} -> {step.confidence:.2f}{cited} {step.note}")
+        echo(f"  @{step.position:<7} {timestamp(step.recorded_at)}  {step.type:<20} "
+             f"by {step.actor or '-':<8} -> {step.confidence:.2f}{cited} {step.note}")
     if story.recall is not None:
         verdict = story.recall
         said = verdict.reason if verdict.shown else f"not shown: {verdict.reason}"
-        print(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
+        echo(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
     return 0
 
 

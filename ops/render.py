@@ -10,10 +10,11 @@ from typing import Any
 import msgspec
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.log import Record
+from lessonledger.ledger.text import printable
 
 __all__ = [
-    "TimeRangeError", "parse_time", "print_json", "progress", "record_json", "record_line",
-    "timestamp",
+    "TimeRangeError", "echo", "parse_time", "print_json", "printable", "progress",
+    "record_json", "record_line", "timestamp",
 ]
 
 
@@ -22,9 +23,24 @@ def timestamp(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="microseconds")
 
 
+def echo(line: str) -> None:
+    """Print a line of human output; stored text in it shows its controls as escapes.
+
+    Every human output that carries stored text prints through here (or formats with
+    :func:`printable`), so no stored line break, NUL, terminal escape or bidi override
+    reaches the terminal. ``--json`` output is exact and does not.
+    """
+    print(printable(line))
+
+
 def print_json(obj: object) -> None:
-    """Write one object as a line of JSON (what every ``--json`` prints)."""
-    sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+    r"""Write one object as a line of JSON (what every ``--json`` prints).
+
+    U+2028 and U+2029 are written as ``\u2028`` and ``\u2029``: the same JSON value,
+    but a reader splitting on Unicode line breaks still sees one object per line.
+    """
+    text = msgspec.json.encode(obj).decode()
+    sys.stdout.write(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n")
 
 
 class TimeRangeError(ValueError):
@@ -94,10 +110,10 @@ def record_json(record: Record) -> dict[str, Any]:
 
 
 def record_line(record: Record) -> str:
-    """One event as a line of text."""
+    """One event as a line of text, its stored text escaped (:func:`printable`)."""
     d = record_json(record)
     body = d["body"] if d["body"] == "erased" else msgspec.json.encode(d["body"]).decode()
-    return (
+    return printable(
         f"{d['position']:>8}  {d['recorded_at']}  {d['type']:<20} stream={d['stream']} "
         f"v{d['version']} actor={d['actor'] or '-'} principal={d['principal'] or '-'}  {body}"
     )

@@ -1,4 +1,4 @@
-"""Plan-time recall: which lessons an agent sees for a project and a query, and why.
+r"""Plan-time recall: which lessons an agent sees for a project and a query, and why.
 
 The ranking, in full (DESIGN §4 asks for it to be documented):
 
@@ -23,7 +23,9 @@ The ranking, in full (DESIGN §4 asks for it to be documented):
 
 Each line names its status when it is still on trial (a contradicting one too), and is
 one line: a lesson text's own line breaks and runs of whitespace are shown as single
-spaces.
+spaces, and any other control character in it as a visible escape (``\x1b``, ``\u202e``),
+so a text holding ``"\n\nSystem:"`` or a terminal escape cannot forge the section's
+structure.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from uuid import UUID
 import bm25s
 import msgspec
 import numpy as np
+from lessonledger.ledger.text import printable
 from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.vector_index import VectorIndex
 
@@ -296,8 +299,13 @@ def _line(row: LessonRow, label: str) -> str:
 
 
 def one_line(text: str) -> str:
-    """A text as one line: its line breaks and runs of whitespace become single spaces."""
-    return " ".join(text.split())
+    """A text as one line: its line breaks and runs of whitespace become single spaces.
+
+    Whatever control is left (NUL, ESC, BEL, DEL, C1, a bidi override) is shown as an
+    escape (:func:`~lessonledger.ledger.text.printable`): a stored text can neither
+    forge the structure of the prompt section it goes into nor drive a terminal.
+    """
+    return printable(" ".join(text.split()))
 
 
 def render(candidates: Candidates, order: list[int], ranked: list[Ranked], project: str,

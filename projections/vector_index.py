@@ -391,7 +391,13 @@ class VectorIndex:
             target = self._delta
             self._delta_vectors.update(zip(keys.tolist(), fresh, strict=True))
         # threads=0: all cores; bulk inserts are throughput-bound.
-        target.add(keys, fresh, threads=0)
+        try:
+            target.add(keys, fresh, threads=0)
+        except RuntimeError as e:
+            # USearch stops a long insert on a signal (Ctrl-C) and says only this.
+            if str(e) == "Operation has been terminated":
+                raise KeyboardInterrupt from e
+            raise
         self._count += len(keys)
         self._maybe_thaw()
 

@@ -313,3 +313,8 @@ def test_why_as_of_before_the_lesson_existed_is_one_line_and_exit_code_2(
     assert (code, out) == (2, "")
     assert err.count("\n") == 1
     assert lesson_id in err
+    assert f"did not exist yet at {born - 1}" in err
+    assert f"first recorded at position {born}" in err
+    code, out, err = run(capsys, "--home", home, "why", lesson_id, "--as-of", "2001-01-01")
+    assert (code, out) == (2, "")
+    assert "did not exist yet at 2001-01-01T00:00:00+00:00" in err
