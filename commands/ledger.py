@@ -68,7 +68,7 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
-from lessonledger.ledger.events import Erased, Key, decode_event
+from lessonledger.ledger.events import Key, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
@@ -78,12 +78,12 @@ from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
+from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
+from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
-VIEW_NAME = "lessons"
-ERASED = Erased.__struct_config__.tag
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
 
@@ -110,15 +110,19 @@ class Ledger:
         self._open_views(rules, embedder)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
-        """Load the saved lesson view and vector index, and bring both up to the head."""
+        """Load the saved views and vector index, and bring them up to the head."""
         self._erased_since_rebuild = False
-        saved = self._store.load(VIEW_NAME)
-        self.view = LessonView.load(saved[1], rules) if saved else LessonView(rules)
-        self._saved_at = self.view.position
+        self.runner = Runner(registry(rules), self._store)
+        self._erasures = self.runner.erasures
         self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
                                  embedder)
         # Not catch_up(): after a failed command, the records it carried wait their turn.
         self._refresh()
+
+    @property
+    def view(self) -> LessonView:
+        """The lesson view, folded to where this ledger has read the log."""
+        return lesson_view(self.runner)
 
     # -- the fold and the policies ---------------------------------------------------
 
@@ -147,32 +151,18 @@ class Ledger:
 
     def _fold(self, log: EventLog | Writing,
               append: Callable[[list[NewEvent]], object]) -> None:
-        while True:
-            start = self.view.position
-            # Every trigger before an erasure was reacted to by the ledger that erased
-            # (it folds the whole log first): reacting again, on a view without the
-            # erased bodies, could decide what the first reaction did not.
-            settled = max((r.envelope.position for r in log.scan(start + 1)
-                           if r.envelope.type == ERASED), default=0)
-            for record in log.scan(start + 1):
-                self.view.apply(record)
-                if record.envelope.type in TRIGGERS and record.payload is not None:
-                    if record.envelope.position > settled:
-                        self._react(record, log, append)
-                elif record.envelope.type == ERASED:
-                    # Nothing more is decided from what the erasure took: the view is
-                    # folded afresh up to here, without the erased bodies, and the index
-                    # built from the old one may no longer be saved.
-                    self.view = _fold_afresh(log, self.view.rules, record.envelope.position)
-                    self.recaller.retired = True
-                    self._erased_since_rebuild = True
-            if self.view.position == start:
-                return
+        self.runner.fold(log, react=lambda record: self._react(record, log, append))
+        if self.runner.erasures != self._erasures:
+            # Nothing more is decided from what the erasure took: the runner folded the
+            # views afresh, and the index built from the old view may no longer be saved.
+            self._erasures = self.runner.erasures
+            self.recaller.retired = True
+            self._erased_since_rebuild = True
 
     def _settle(self) -> None:
         if self._erased_since_rebuild:
             self._replace_saved()
-        if self.view.position - self._saved_at >= _SAVE_EVERY:
+        if self.runner.unsaved() >= _SAVE_EVERY:
             self.save_view()
         self.recaller.sync()
 
@@ -191,6 +181,8 @@ class Ledger:
 
     def _react(self, record: Record, log: EventLog | Writing,
                append: Callable[[list[NewEvent]], object]) -> None:
+        if record.envelope.type not in TRIGGERS or record.payload is None:
+            return
         decided = react(self.view, decode_event(cast_bytes(record.payload)), record.envelope)
         if not decided:
             return
@@ -206,10 +198,9 @@ class Ledger:
         ])
 
     def save_view(self) -> None:
-        """Store the view with the position it reflects, in one transaction."""
+        """Store every view with the position it reflects, each in one transaction."""
         with self._lock:
-            self._store.save(VIEW_NAME, self.view.position, self.view.dump())
-            self._saved_at = self.view.position
+            self.runner.save()
 
     # -- commands --------------------------------------------------------------------
 
@@ -455,7 +446,7 @@ class Ledger:
 
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
-        return _fold_afresh(self.log, self.view.rules, position)
+        return lesson_view(self.runner.fresh(self.log, position, [VIEW_NAME]))
 
     def time_at(self, position: int) -> int:
         """The ledger time (ns) of the event at ``position``."""
@@ -518,16 +509,6 @@ def _checked_stamp(session: str, actor: str, principal: str) -> None:
     for text, field in ((session, "$.session"), (actor, "$.actor"),
                         (principal, "$.principal")):
         checked_text(text, field, Label)
-
-
-def _fold_afresh(log: EventLog | Writing, rules: Rules, stop: int) -> LessonView:
-    """A new view of the log up to ``stop``; the policies do not run (they acted then)."""
-    view = LessonView(rules)
-    for record in log.scan():
-        if record.envelope.position > stop:
-            break
-        view.apply(record)
-    return view
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

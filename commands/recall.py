@@ -5,32 +5,24 @@ Both are queries with one write: what was put in front of the agent is recorded 
 evidence clock) and makes those lessons *in play* for the session's outcome. The ledger
 queues that record for the next commit rather than waiting for one of its own (see
 :mod:`lessonledger.commands.deferred`). The ranking itself is pure and lives in
-:mod:`lessonledger.projections.recall`.
-
-The vector index is kept here as a projection of the lesson view: it holds exactly the
-active lessons, is saved with the position it reflects, reopened memory-mapped, and
-rebuilt from the log when missing, stale or built by another embedder. Processes that
-share a home take a lock file in the index directory: exclusive to save, shared to
-reopen, so two closing processes never write one generation's files at once.
+:mod:`lessonledger.projections.recall`; the vector index is a projection kept by
+:mod:`lessonledger.projections.index_keeper`.
 """
 
 from __future__ import annotations
 
 import collections
-import fcntl
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from uuid import UUID
 
 import msgspec
-import numpy as np
-from lessonledger.ledger.events import LessonProposed, LessonRecalled, decode_event
+from lessonledger.ledger.events import LessonRecalled
 from lessonledger.ledger.ids import new_event_id
 from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ledger.submission import new_event
-from lessonledger.projections.embedder import Embedder, default_embedder
+from lessonledger.projections.embedder import Embedder
+from lessonledger.projections.index_keeper import IndexKeeper
 from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import (
     Candidates,
@@ -40,7 +32,7 @@ from lessonledger.projections.recall import (
     rank,
     render,
 )
-from lessonledger.projections.vector_index import Item, VectorIndex, build, vectors_for
+from lessonledger.projections.vector_index import VectorIndex
 
 __all__ = ["Check", "Recaller", "recalled"]
 
@@ -67,82 +59,48 @@ class Check(msgspec.Struct, frozen=True):
 
 
 class Recaller:
-    """Ranks candidates, and keeps them and the vector index in step with the lesson view."""
+    """Ranks a view's candidates for a query, over the vector index a keeper keeps.
+
+    The index itself is a projection of the lesson view
+    (:class:`~lessonledger.projections.index_keeper.IndexKeeper`); the recaller adds
+    the per-project candidates it keeps between queries, and the ranking.
+    """
 
     def __init__(self, directory: Path, log: EventLog, view: LessonView,
-                 embedder: Embedder | None = None, *, fresh: bool = False) -> None:
-        self.embedder = embedder or default_embedder()
-        self.directory, self._log, self._view = directory, log, view
-        #: Set when the view this index follows was replaced (an erasure was folded):
-        #: it may hold erased vectors, so it is never saved again.
-        self.retired = False
+                 embedder: Embedder | None = None, *, fresh: bool = False,
+                 writable: bool = True) -> None:
+        self.keeper = IndexKeeper(directory, log, view, embedder, fresh=fresh,
+                                  writable=writable)
+        self.embedder, self.directory = self.keeper.embedder, directory
         # By project: the view generations they were gathered at, and the candidates.
         self._candidates: collections.OrderedDict[
             str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
-        opened = None
-        if not fresh:
-            with _locked(directory, exclusive=False):
-                opened = VectorIndex.open(directory, self.embedder)
-        # An index saved before the last erasure the view folded may hold erased vectors:
-        # removing them would leave their bytes in the graph, so it is built afresh.
-        if opened is None or not view.erased_at <= opened[1] <= view.position:
-            self.index = self.rebuild()
-        else:
-            self.index = opened[0]
-            # Whatever the view folded after the index was saved must be re-checked.
-            view.changed.update(view.lessons)
-        self.sync()
 
-    # -- the index as a projection ------------------------------------------------------
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index of the view's active lessons."""
+        return self.keeper.index
 
-    def rebuild(self) -> VectorIndex:
-        """Build the index of the active lessons from the log alone."""
-        self._view.changed.clear()
-        return build(self._items(r for r in self._view.lessons.values() if r.active),
-                     self.embedder)
+    @property
+    def retired(self) -> bool:
+        """True once the view it follows was replaced: the index is never saved again."""
+        return self.keeper.retired
 
-    def _items(self, rows: Iterable[LessonRow]) -> list[Item]:
-        items: list[Item] = []
-        for row in rows:
-            vector = None
-            if row.vector_at:
-                record = self._log.read(row.vector_at, limit=1)[0]
-                if record.payload is not None:
-                    event = decode_event(record.payload)
-                    if isinstance(event, LessonProposed):
-                        vector = event.vector or None
-            items.append((row.lesson_id, row.text, vector))
-        return items
+    @retired.setter
+    def retired(self, value: bool) -> None:
+        self.keeper.retired = value
+
+    @property
+    def _view(self) -> LessonView:
+        return self.keeper.view
 
     def sync(self) -> None:
         """Bring the index in line with the lessons that changed in the view."""
-        changed, self._view.changed = self._view.changed, set()
-        lessons = self._view.lessons
-        wanted = [lessons[i] for i in changed if lessons[i].active and i not in self.index]
-        for lesson_id in changed:
-            if not lessons[lesson_id].active and lesson_id in self.index:
-                self.index.remove(lesson_id)
-        if wanted:
-            items = self._items(wanted)
-            self.index.upsert_many([i[0] for i in items], self._vectors(items))
-
-    def _vectors(self, items: list[Item]) -> np.ndarray:
-        """Each lesson's vector, decided exactly as a rebuild decides it."""
-        return vectors_for(items, self.embedder)
+        self.keeper.sync()
 
     def save(self) -> None:
-        """Save the index with the view position it reflects, unless a newer one is saved.
-
-        A process behind the log never replaces what one ahead of it saved (which may be
-        the index rebuilt after an erasure this process has not folded yet).
-        """
-        if self.retired:
-            return
-        self.sync()
-        with _locked(self.directory, exclusive=True):
-            saved = VectorIndex.saved_position(self.directory)
-            if saved is None or saved <= self._view.position:
-                self.index.save(self.directory, self._view.position)
+        """Save the index (see :meth:`IndexKeeper.save`)."""
+        self.keeper.save()
 
     # -- queries ------------------------------------------------------------------------
 
@@ -165,7 +123,7 @@ class Recaller:
                 index = VectorIndex(self.embedder.name, self.embedder.dim,
                                     dtype=self.index.dtype)
                 index.upsert_many(candidates.ids,
-                                  self._vectors(self._items(candidates.rows)))
+                                  self.keeper.vectors(self.keeper.items(candidates.rows)))
             similarities = candidates.similarities(index, vector)
         order, ranked = rank(candidates, query, similarities, now or time.time_ns())
         return render(candidates, order, ranked, project, query)
@@ -229,15 +187,3 @@ def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
 def _brief(row: LessonRow) -> str:
     label = "trial, " if row.status == "trial" else ""
     return f"{label}{row.confidence:.2f}: {one_line(row.text)[:120]}"
-
-
-@contextmanager
-def _locked(directory: Path, *, exclusive: bool) -> Iterator[None]:
-    """Hold the index directory's lock file: shared to read it, exclusive to write it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / "lock").open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)

@@ -50,6 +50,8 @@ from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.rules import looks_transient
+from lessonledger.projections.runner import Runner
+from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
 
 __all__ = ["run"]
 
@@ -328,9 +330,7 @@ def _extend(path: str, story: Iterator[_Step], events: int) -> tuple[int, int, d
 def _rebuild(log: EventLog, events: int) -> tuple[float, LessonView]:
     """Fold the whole log into a fresh lesson view; return events per second and the view."""
     started = time.perf_counter()
-    view = LessonView()
-    for record in log.scan():
-        view.apply(record)
+    view = lesson_view(Runner(registry()).fresh(log, None, [VIEW_NAME]))
     return events / (time.perf_counter() - started), view
 
 

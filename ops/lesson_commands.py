@@ -18,7 +18,7 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError
-from lessonledger.commands.ledger import ERASED, VIEW_NAME, Ledger
+from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
     EditLesson,
@@ -33,8 +33,10 @@ from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
 from lessonledger.ops.render import echo, parse_time, print_json, progress, timestamp
-from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.lessons import LessonRow
+from lessonledger.projections.runner import ERASED, Runner
 from lessonledger.projections.store import ViewStore
+from lessonledger.projections.views import lesson_view, registry, view_names
 
 __all__ = ["find_lesson", "open_lessons", "register"]
 
@@ -226,24 +228,24 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
     require_home(args.home)
+    names = view_names() if args.view == "all" else [args.view]
     home = acquire(str(args.home), sync=sync_setting())
     try:
-        log, store, view = EventLog(home, LOG_NAME), ViewStore(home), LessonView()
+        log = EventLog(home, LOG_NAME)
         head = log.head()
         show = progress(f"rebuild {args.view}")
-        for record in log.scan():
-            view.apply(record)
-            if record.envelope.position % 5000 == 0:
-                show(record.envelope.position, head)
+        runner = Runner(registry(), ViewStore(home))
+        runner.fold(log)  # the others stay as they are, folded to where the rebuilt stand
+        runner.rebuild(log, names, progress=lambda at: show(at, head))
         show(head, head)
-        store.drop(VIEW_NAME)
-        store.save(VIEW_NAME, view.position, view.dump())
+        lessons = len(lesson_view(runner).lessons)
     finally:
         release(home)
     if args.json:
-        print_json({"view": args.view, "position": head, "lessons": len(view.lessons)})
+        print_json({"views": names, "position": runner.position, "lessons": lessons})
     else:
-        print(f"rebuilt {args.view} from position 0 to {head:,}: {len(view.lessons):,} lessons")
+        echo(f"rebuilt {', '.join(names)} from position 0 to {runner.position:,}: "
+             f"{lessons:,} lessons")
     return 0
 
 
@@ -288,8 +290,8 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     publish.add_argument("file", nargs="?", default="-", help="a file, or - for stdin")
     publish.set_defaults(run=_cmd_publish)
     rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
-    rebuild.add_argument("view", nargs="?", default="lessons", choices=["lessons"],
-                         help="which view (default: lessons)")
+    rebuild.add_argument("view", nargs="?", default="all", choices=[*view_names(), "all"],
+                         help=f"which view: {', '.join(view_names())}, or all (default)")
     rebuild.add_argument("--json", action="store_true", help="print the result as JSON")
     rebuild.set_defaults(run=_cmd_rebuild)
     reconcile = sub.add_parser("reconcile", help="run decay, expiry and caps as of a time")

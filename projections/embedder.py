@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from lessonledger.projections.errors import VectorShapeError
 
 __all__ = ["DEFAULT_DIM", "F32", "Embedder", "HashingEmbedder", "default_embedder", "normalise"]
 
@@ -70,15 +71,15 @@ def normalise(vectors: npt.ArrayLike, dim: int) -> F32:
     vectors (cosine = inner product). A zero row stays zero: it has no direction.
 
     Raises:
-        ValueError: if the shape does not fit ``dim``, or a value is NaN or infinite.
+        VectorShapeError: the shape does not fit ``dim``, or a value is NaN or infinite.
     """
     array = np.array(vectors, dtype=np.float32, copy=True, ndmin=2)
     if array.ndim != 2 or array.shape[1] != dim:
         msg = f"expected vectors of dimension {dim}, got shape {array.shape}"
-        raise ValueError(msg)
+        raise VectorShapeError(msg)
     if not np.isfinite(array).all():
         msg = "vectors must be finite (no NaN or infinity)"
-        raise ValueError(msg)
+        raise VectorShapeError(msg)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     np.divide(array, norms, out=array, where=norms > 0)
     return np.ascontiguousarray(array)
@@ -133,8 +134,8 @@ class HashingEmbedder:
     def __init__(self, dim: int = DEFAULT_DIM,
                  weights: tuple[float, float, float] = (1.0, 0.5, 1.0)) -> None:
         if dim < 2:
-            msg = f"dimension must be at least 2, got {dim}"
-            raise ValueError(msg)
+            msg = f"an embedder's dimension must be at least 2, not {dim}"
+            raise VectorShapeError(msg)
         self.dim = dim
         self.weights = weights
         w = "-".join(f"{x:g}" for x in weights)

@@ -32,6 +32,11 @@ class ViewStore:
             txn.put(key, position.to_bytes(8, "big") + state, db=self._db)
         return True
 
+    def replace(self, name: str, position: int, state: bytes) -> None:
+        """Store ``state`` as of ``position`` whatever is stored (a rebuild's result)."""
+        with self._env.begin(write=True) as txn:
+            txn.put(name.encode(), position.to_bytes(8, "big") + state, db=self._db)
+
     def load(self, name: str) -> tuple[int, bytes] | None:
         """Return (position, state) of the saved view, or None."""
         with self._env.begin() as txn:

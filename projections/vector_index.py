@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.projections.embedder import F32, Embedder, normalise
+from lessonledger.projections.errors import VectorShapeError
 from usearch.index import Index
 
 __all__ = [
@@ -363,7 +364,7 @@ class VectorIndex:
         """Index a lesson's vector, replacing any it had.
 
         Raises:
-            ValueError: if the vector's dimension is not the index's.
+            VectorShapeError: the vector's dimension is not the index's.
         """
         self.upsert_many([lesson_id], normalise(vector, self.dim))
 
@@ -371,12 +372,12 @@ class VectorIndex:
         """Index many lessons at once (multi-threaded in USearch); later ids win.
 
         Raises:
-            ValueError: if the vectors' shape does not fit.
+            VectorShapeError: the vectors' shape does not fit.
         """
         matrix = normalise(vectors, self.dim)
         if matrix.shape[0] != len(lesson_ids):
             msg = f"{len(lesson_ids)} lesson ids but {matrix.shape[0]} vectors"
-            raise ValueError(msg)
+            raise VectorShapeError(msg)
         last = {lesson_id: row for row, lesson_id in enumerate(lesson_ids)}
         if not last:
             return

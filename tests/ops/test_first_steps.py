@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ops.cli import main
+from lessonledger.projections.views import view_names
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -106,7 +107,9 @@ def test_rebuild_speaks_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert run(capsys, "--home", home, "init")[0] == 0
     code, out, err = run(capsys, "--home", home, "rebuild", "--json")
     assert code == 0, err
-    assert json.loads(out) == {"view": "lessons", "position": 0, "lessons": 0}
+    assert json.loads(out) == {"views": view_names(), "position": 0, "lessons": 0}
+    code, out, err = run(capsys, "--home", home, "rebuild", "lessons", "--json")
+    assert json.loads(out)["views"] == ["lessons"]
 
 
 def test_ctrl_c_while_bench_recall_builds_its_index_is_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,213 @@
+"""The one fold: the log, in position order, into every registered view.
+
+eventsourcing splits a *projection* (what a view does with each event) from its *runner*
+(what reads the log in order, keeps each view's checkpoint and saves it). So does this
+module. A view is anything with a ``position``, ``apply(record)`` and ``dump()``; it is
+registered with a name and two ways to make it (empty, or from saved bytes), and the
+:class:`Runner` does the rest:
+
+- **fold** every view from where it stands to the head (or to a position), each record
+  applied once to each view that has not seen it, in order;
+- **refold at an erasure**: an ``Erased`` record means bodies before it are gone, so
+  every view is made afresh and folded from position 0 through the erasure, and nothing
+  folded from an erased body survives in memory;
+- **rebuild** a view (or all) from position 0, and fold fresh copies **as of** a
+  position, for ``--as-of``;
+- **save** each view with the position it reflects.
+
+Rebuild, ``--as-of``, the erasure refold, the benches, a read-only query process and a
+replica all fold through here, so the fold exists once. The runner never decides: the
+write side passes ``react``, called after each record it folds for the first time, and
+runs its policies there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lessonledger.ledger.events import Erased
+from lessonledger.ledger.log import Record
+from lessonledger.projections.errors import UnknownViewError
+from lessonledger.projections.store import ViewStore
+
+__all__ = ["ERASED", "PROGRESS_EVERY", "Projection", "Registered", "Runner", "Scannable"]
+
+ERASED = Erased.__struct_config__.tag
+#: How often a long fold reports its progress, in positions.
+PROGRESS_EVERY = 5000
+
+
+class Projection(Protocol):
+    """A view folded from the log: reads records in position order and never decides."""
+
+    @property
+    def position(self) -> int:
+        """The last log position folded in (0 when none)."""
+        ...
+
+    def apply(self, record: Record) -> None:
+        """Fold one record in; records come in position order."""
+        ...
+
+    def dump(self) -> bytes:
+        """The whole state as bytes; views folded from the same log dump the same."""
+        ...
+
+
+class Scannable(Protocol):
+    """What the runner reads: a log, or a log inside a write transaction."""
+
+    def scan(self, start: int = 1) -> Iterator[Record]:
+        """Every record from ``start`` on, in position order."""
+        ...
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A view the runner keeps: its name (its key in the store) and how to make it.
+
+    Attributes:
+        name: what ``lessonledger rebuild`` and the view store call it.
+        fresh: a new, empty view.
+        load: a view from what :meth:`Projection.dump` returned.
+    """
+
+    name: str
+    fresh: Callable[[], Projection]
+    load: Callable[[bytes], Projection]
+
+
+class Runner:
+    """Keeps registered views folded to the log; loads and saves them.
+
+    Args:
+        registry: the views, in the order they are applied to each record.
+        store: where views are saved; without one, every view starts empty.
+    """
+
+    def __init__(self, registry: Sequence[Registered], store: ViewStore | None = None) -> None:
+        self.registry = {r.name: r for r in registry}
+        self.store = store
+        self.views: dict[str, Projection] = {}
+        for entry in registry:
+            saved = store.load(entry.name) if store is not None else None
+            self.views[entry.name] = entry.load(saved[1]) if saved else entry.fresh()
+        #: Where each view was last saved (or loaded from).
+        self.saved_at = {name: view.position for name, view in self.views.items()}
+        #: How many erasures this runner has folded: a keeper of derived state (the
+        #: vector index) compares it with what it last saw.
+        self.erasures = 0
+        #: The position of the last erasure this runner folded (0 when none).
+        self.erased_at = 0
+
+    def __getitem__(self, name: str) -> Projection:
+        return self.views[name]
+
+    @property
+    def position(self) -> int:
+        """The position every view has reached: the lowest of theirs."""
+        return min((v.position for v in self.views.values()), default=0)
+
+    # -- folding -------------------------------------------------------------------------
+
+    def fold(self, log: Scannable, *, stop: int | None = None,
+             react: Callable[[Record], None] | None = None) -> int:
+        """Fold every view up to ``stop`` (the head when None); return the position reached.
+
+        ``react`` is called after each record that the views had not all seen before, and
+        may append to the log: what it appends is folded (and reacted to) before this
+        returns. It is not called for records before an erasure folded in the same pass:
+        those were reacted to by the ledger that erased, with every body still there.
+        """
+        while True:
+            start = self.position
+            ahead = max((v.position for v in self.views.values()), default=0)
+            # Only the write side reacts, over the few records a command adds: the extra
+            # scan for erasures costs a from-scratch fold nothing.
+            settled = 0 if react is None else max(
+                (r.envelope.position for r in _until(log.scan(start + 1), stop)
+                 if r.envelope.type == ERASED), default=0)
+            for record in _until(log.scan(start + 1), stop):
+                position = record.envelope.position
+                if record.envelope.type == ERASED:
+                    self._refold(log, position)
+                else:
+                    for view in self.views.values():
+                        if view.position < position:
+                            view.apply(record)
+                if react is not None and position > max(ahead, settled):
+                    react(record)
+            if self.position == start or (stop is not None and self.position >= stop):
+                return self.position
+
+    def _refold(self, log: Scannable, position: int) -> None:
+        """Every view made afresh and folded through the erasure at ``position``."""
+        self.views = self.fresh(log, position)
+        self.erasures += 1
+        self.erased_at = position
+
+    def fresh(self, log: Scannable, stop: int | None, names: Iterable[str] | None = None, *,
+              progress: Callable[[int], None] | None = None) -> dict[str, Projection]:
+        """New views folded from position 0 to ``stop`` (the head when None).
+
+        The runner's own views are untouched. ``progress`` is told the position reached
+        every :data:`PROGRESS_EVERY` records.
+        """
+        views = {name: self._entry(name).fresh() for name in (names or self.registry)}
+        for record in _until(log.scan(1), stop):
+            for view in views.values():
+                view.apply(record)
+            if progress is not None and record.envelope.position % PROGRESS_EVERY == 0:
+                progress(record.envelope.position)
+        return views
+
+    def rebuild(self, log: Scannable, names: Iterable[str] | None = None, *,
+                progress: Callable[[int], None] | None = None) -> None:
+        """Drop the named views (all when None), fold them again from position 0, save them.
+
+        They are folded to where the others stand, so the runner stays in step; the
+        saved copies are replaced even where they were as far along.
+        """
+        chosen = list(names or self.registry)
+        self.views.update(self.fresh(log, self.position, chosen, progress=progress))
+        if self.store is not None:
+            for name in chosen:
+                view = self.views[name]
+                self.store.replace(name, view.position, view.dump())
+                self.saved_at[name] = view.position
+
+    def _entry(self, name: str) -> Registered:
+        try:
+            return self.registry[name]
+        except KeyError:
+            raise UnknownViewError(name, sorted(self.registry)) from None
+
+    # -- saving --------------------------------------------------------------------------
+
+    def save(self, names: Iterable[str] | None = None) -> None:
+        """Store the named views (all when None) with the positions they reflect.
+
+        A view already saved at or past its position is left as saved (see
+        :meth:`ViewStore.save`), so a process behind never overwrites one ahead.
+        """
+        if self.store is None:
+            return
+        for name in names or self.registry:
+            view = self.views[name]
+            self.store.save(name, view.position, view.dump())
+            self.saved_at[name] = view.position
+
+    def unsaved(self) -> int:
+        """How many positions the view furthest behind its saved state has folded since."""
+        return max((v.position - self.saved_at[n] for n, v in self.views.items()), default=0)
+
+
+def _until(records: Iterator[Record], stop: int | None) -> Iterator[Record]:
+    for record in records:
+        if stop is not None and record.envelope.position > stop:
+            return
+        yield record
+
+
