@@ -11,9 +11,10 @@ committed by whichever comes first:
   session's outcome exactly as if the record had been committed on its own;
 - a background flush at most ``delay`` seconds after it was queued, so a recall with no
   later command still lands (every record queued in that window shares one commit);
-- :meth:`DeferredRecords.flush`: every query that reads usage (a lesson and its clocks,
-  the listing of lessons, a history, why a lesson was recalled) and ``Ledger.close``
-  call it first.
+- :meth:`DeferredRecords.drain`: every query that reads usage (a lesson and its clocks,
+  the listing of lessons, a history, why a lesson was recalled) asks the background
+  flush to commit now and waits a moment for it, never longer: a query never waits on
+  another process's write lock; ``Ledger.close`` flushes.
 
 The trade-off, stated plainly: a crash (kill -9, power loss) or an exit without
 ``close()`` within that window can lose recall records, never a command; records are
@@ -26,6 +27,7 @@ lives in one process in the usual setup.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,6 +56,12 @@ class DeferredRecords:
         # commit, so a command never misses events a flush has taken but not yet written.
         self._slot = threading.Lock()
         self._wake = threading.Event()
+        #: Set by :meth:`drain`: the next background flush goes without waiting.
+        self._urgent = threading.Event()
+        #: Notified after every background flush.
+        self._flushed = threading.Condition()
+        #: Events taken from the queue and not yet committed.
+        self._in_flight = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: The last background flush's failure; the events stay queued for a retry.
@@ -80,11 +88,35 @@ class DeferredRecords:
             events = self._take()
             if not events:
                 return
+            self._in_flight = len(events)
             try:
                 self._log.append(events)
             except BaseException:
                 self._restore(events)
                 raise
+            finally:
+                self._in_flight = 0
+
+    def drain(self, timeout: float) -> bool:
+        """Have the background flush commit what is queued now; wait at most ``timeout``.
+
+        Returns True when nothing was left uncommitted in time. A query calls this
+        rather than :meth:`flush`, so it never waits long on a write lock another
+        process holds.
+        """
+        deadline = time.monotonic() + timeout
+        with self._flushed:
+            if not self._events and not self._in_flight:
+                return True
+            self._urgent.set()
+            self._wake.set()
+            if self._thread is None:
+                self._start()
+            while self._events or self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._flushed.wait(left):
+                    return not self._events and not self._in_flight
+            return True
 
     @contextmanager
     def writing(self) -> Iterator[Writing]:
@@ -106,6 +138,7 @@ class DeferredRecords:
     def close(self) -> None:
         """Stop the background flush and commit what is queued."""
         self._stop.set()
+        self._urgent.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
@@ -131,11 +164,14 @@ class DeferredRecords:
         """Wait for work, let a window's worth gather, commit it; until stopped."""
         while not self._stop.is_set():
             self._wake.wait()
-            self._stop.wait(self._delay)
+            self._urgent.wait(self._delay)  # drain() and close() cut the window short
             # Cleared before taking: whatever is queued after this wakes the next round.
             self._wake.clear()
+            self._urgent.clear()
             try:
                 self.flush()
                 self.error = None
             except Exception as e:  # kept for close(); retried when the next one is queued
                 self.error = e
+            with self._flushed:
+                self._flushed.notify_all()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +33,6 @@ from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
 
-import msgspec
-from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.erasure import (
     Erasure,
@@ -47,7 +44,6 @@ from lessonledger.commands.errors import (
     BatchRefusedError,
     CommandError,
     KeyReusedError,
-    UnknownLessonError,
 )
 from lessonledger.commands.handlers import command_id, decide, occurred_ns, same_command
 from lessonledger.commands.messages import (
@@ -55,32 +51,27 @@ from lessonledger.commands.messages import (
     DeclareEnvironmentChange,
     EditLesson,
     Erase,
-    Label,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
     RetireLesson,
     checked_command,
-    checked_project,
-    checked_text,
     command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
-from lessonledger.commands.recall import Check, Recaller, recalled
+from lessonledger.commands.read_side import ReadSide
+from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import Receipt, minted, minted_events
-from lessonledger.ledger.events import Key, decode_event
+from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
 from lessonledger.projections.embedder import Embedder
-from lessonledger.projections.lesson_rows import snapshot
-from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
+from lessonledger.projections.views import VIEW_NAME, registry
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
@@ -88,8 +79,11 @@ __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 _SAVE_EVERY = 20_000
 
 
-class Ledger:
-    """One home's lesson ledger: the log, the lesson view, and the policies.
+class Ledger(ReadSide):
+    """One home's lesson ledger: the write side, and the read side's queries.
+
+    Commands, the policies and erasure run here, each in one write transaction; every
+    query is :class:`~lessonledger.commands.read_side.ReadSide`'s and never writes.
 
     Args:
         home: the home directory (created if missing).
@@ -104,7 +98,7 @@ class Ledger:
                  record_delay: float = DEFAULT_DELAY) -> None:
         self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
         self.log = EventLog(self._lmdb, LOG_NAME)
-        self._records = DeferredRecords(self.log, record_delay)
+        self._records: DeferredRecords = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
         self._open_views(rules, embedder)
@@ -118,11 +112,6 @@ class Ledger:
                                  embedder)
         # Not catch_up(): after a failed command, the records it carried wait their turn.
         self._refresh()
-
-    @property
-    def view(self) -> LessonView:
-        """The lesson view, folded to where this ledger has read the log."""
-        return lesson_view(self.runner)
 
     # -- the fold and the policies ---------------------------------------------------
 
@@ -155,25 +144,26 @@ class Ledger:
         if self.runner.erasures != self._erasures:
             # Nothing more is decided from what the erasure took: the runner folded the
             # views afresh, and the index built from the old view may no longer be saved.
-            self._erasures = self.runner.erasures
+            # It is built afresh once the transaction is over (_settle), when a read of
+            # the log no longer sees the erased bodies.
             self.recaller.retired = True
-            self._erased_since_rebuild = True
 
     def _settle(self) -> None:
+        self._follow()
         if self._erased_since_rebuild:
             self._replace_saved()
         if self.runner.unsaved() >= _SAVE_EVERY:
             self.save_view()
-        self.recaller.sync()
+
+    def _refolded(self) -> None:
+        self._erased_since_rebuild = True
 
     def _replace_saved(self) -> None:
-        """After the fold met an erasure: a vector index built afresh, and both saved.
+        """After the fold met an erasure: the views and the index built afresh, saved.
 
-        So that nothing derived from an erased body stays in memory, in the saved view or
-        in the index files (a removal would leave its vector in the HNSW graph).
+        So that nothing derived from an erased body stays in the saved view or in the
+        index files (a removal would leave its vector in the HNSW graph).
         """
-        self.recaller = Recaller(self.recaller.directory, self.log, self.view,
-                                 self.recaller.embedder, fresh=True)
         # No drop first: a saved view at or past this position has folded the erasure.
         self.save_view()
         self.recaller.save()
@@ -358,133 +348,6 @@ class Ledger:
         assert done is not None
         return done
 
-    # -- queries ---------------------------------------------------------------------
-
-    def lessons(self, project: str, *, session: str = "", record: bool = True,
-                actor: str = "agent", principal: str = "") -> list[LessonRow]:
-        """The active lessons of a project and the global ones, strongest first.
-
-        With ``record`` (the default for agents) the ledger notes that they were put in
-        front of the agent: the usage clock moves, and they are in play for attribution
-        of this session's outcome. A person browsing passes ``record=False``. The rows
-        are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
-        change as the ledger moves on, and changing them does not change the ledger.
-        Their usage clocks count every earlier recall, not this listing's own. The record
-        carries ``principal`` and ``session``, so erasing either takes it.
-        """
-        project = checked_project(project)
-        _checked_stamp(session, actor, principal)
-        with self._lock:
-            self.catch_up()  # the rows carry usage clocks: earlier records commit first
-            rows = self.view.active_for(project)
-            if record and rows:
-                self._records.add(recalled([r.lesson_id for r in rows][:1000], project, "",
-                                           session, actor, principal))
-            return snapshot(rows)
-
-    def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
-               actor: str = "agent", principal: str = "", as_of: int | None = None) -> Recall:
-        """The lessons to put in an agent's prompt for a project and a query.
-
-        At most 5 lessons in at most 300 tokens, ranked as
-        :mod:`lessonledger.projections.recall` documents. With ``record`` the ledger
-        notes what was shown (usage clock; in play for this session). ``as_of`` (a log
-        position) answers as the ledger stood then, records nothing, and scores vectors
-        exactly from the texts. The record carries the query, ``principal`` and ``session``.
-        """
-        project = checked_project(project)
-        checked_text(query, "$.query")
-        _checked_stamp(session, actor, principal)
-        with self._lock:
-            self._refresh()
-            if as_of is not None:
-                return self.recaller.rank(self.view_at(as_of), project, query,
-                                          now=self.time_at(as_of), exact=True)
-            result = self.recaller.rank(self.view, project, query)
-            if record and result.lessons:
-                self._records.add(recalled([r.lesson_id for r in result.lessons], project,
-                                           query, session, actor, principal))
-            return result
-
-    def check(self, project: str, operation: str, target: str, *, session: str = "",
-              record: bool = True, actor: str = "agent", principal: str = "",
-              as_of: int | None = None) -> Check:
-        """What is on file for an operation on a target: one line to show before acting.
-
-        Raises:
-            InvalidCommandError: the project is no digest, the operation or the target
-                is empty or over 512 characters, or a text is not Unicode.
-        """
-        project = checked_project(project)
-        checked_text(operation, "$.operation", Key)
-        checked_text(target, "$.target", Key)
-        _checked_stamp(session, actor, principal)
-        with self._lock:
-            self._refresh()
-            view = self.view if as_of is None else self.view_at(as_of)
-            result = self.recaller.check(view, project, operation, target)
-            if record and as_of is None and result.shown:
-                self._records.add(recalled(result.shown, project,
-                                           f"check {operation} {target}", session, actor,
-                                           principal))
-            return result
-
-    def why(self, lesson_id: UUID, *, project: str | None = None, query: str | None = None,
-            as_of: int | None = None) -> Why:
-        """The events that made a lesson what it is, and why it was or was not recalled.
-
-        The recall verdict needs a project (and a query). ``as_of`` answers as the ledger
-        stood at that position. The lesson row is a copy, as :meth:`lesson`'s is.
-        """
-        with self._lock:
-            self.catch_up()
-            view = self.view if as_of is None else self.view_at(as_of)
-            now = None if as_of is None else self.time_at(as_of)
-            story = explain(view, self.log, self.recaller, lesson_id, project=project,
-                            query=query, now=now)
-            return msgspec.structs.replace(story, lesson=snapshot([story.lesson])[0])
-
-    def view_at(self, position: int) -> LessonView:
-        """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
-        return lesson_view(self.runner.fresh(self.log, position, [VIEW_NAME]))
-
-    def time_at(self, position: int) -> int:
-        """The ledger time (ns) of the event at ``position``."""
-        records = self.log.read(max(position, 1), limit=1)
-        return records[0].envelope.recorded_at if records else time.time_ns()
-
-    def position_at(self, when_ns: int) -> int:
-        """The last position recorded at or before a time (0 when none)."""
-        last = 0
-        for record in self.log.scan():
-            if record.envelope.recorded_at > when_ns:
-                break
-            last = record.envelope.position
-        return last
-
-    def lesson(self, lesson_id: UUID) -> LessonRow:
-        """One lesson, whatever its status."""
-        with self._lock:
-            self.catch_up()
-            row = self.view.lessons.get(lesson_id)
-            if row is None:
-                raise UnknownLessonError(lesson_id)
-            return snapshot([row])[0]
-
-    def history(self, lesson_id: UUID) -> list[LessonRow]:
-        """The supersede chain through a lesson, oldest first."""
-        with self._lock:
-            self.catch_up()
-            lessons = self.view.lessons
-            if lesson_id not in lessons:
-                raise UnknownLessonError(lesson_id)
-            chain = [lessons[lesson_id]]
-            while chain[0].supersedes is not None and chain[0].supersedes in lessons:
-                chain.insert(0, lessons[chain[0].supersedes])
-            while chain[-1].superseded_by is not None and chain[-1].superseded_by in lessons:
-                chain.append(lessons[chain[-1].superseded_by])
-            return snapshot(chain)
-
     # -- lifetime --------------------------------------------------------------------
 
     def close(self) -> None:
@@ -502,13 +365,6 @@ class Ledger:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
-
-
-def _checked_stamp(session: str, actor: str, principal: str) -> None:
-    """Refuse a query's envelope fields as a command's would be: the record carries them."""
-    for text, field in ((session, "$.session"), (actor, "$.actor"),
-                        (principal, "$.principal")):
-        checked_text(text, field, Label)
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

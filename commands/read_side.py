@@ -1,0 +1,308 @@
+"""The read side: every query, answered from the runner's views, never the write lock.
+
+A query folds what others appended since it last looked (no policy runs: commands and
+:meth:`Ledger.catch_up` react, queries only read) and answers from the views and the
+vector index. What it showed an agent is recorded as a ``LessonRecalled`` event, queued
+for a later write (:mod:`lessonledger.commands.deferred`); a query that reads usage
+clocks first gives that write a moment (:data:`USAGE_WAIT`) to land, and answers without
+it if another process holds the write lock longer. On a home nobody may write (a backup,
+a read-only mount) nothing is recorded, and :attr:`ReadSide.records` says so.
+
+:class:`Reader` is the read side alone, for a process that only asks: the CLI's queries
+and a query server. :class:`~lessonledger.commands.ledger.Ledger` is the read side plus
+the write side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.audit import Why, explain
+from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
+from lessonledger.commands.errors import UnknownLessonError
+from lessonledger.commands.messages import Label, checked_project, checked_text
+from lessonledger.commands.recall import Check, Recaller, recalled
+from lessonledger.ledger.events import Key
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
+from lessonledger.ledger.lmdb_env import read_only as read_only_home
+from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
+from lessonledger.projections.embedder import Embedder
+from lessonledger.projections.lesson_rows import snapshot
+from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.recall import Recall
+from lessonledger.projections.rules import Rules
+from lessonledger.projections.runner import Runner
+from lessonledger.projections.store import ViewStore
+from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
+
+__all__ = ["USAGE_WAIT", "ReadSide", "Reader", "open_reader"]
+
+#: Seconds a query that reads usage clocks waits for this process's queued recall
+#: records to commit: in the usual case they land in a millisecond and the answer counts
+#: them; while another process holds the write lock, the answer goes without them.
+USAGE_WAIT = 0.05
+
+
+class ReadSide:
+    """Queries over a runner's views and a recaller's index; folds, never reacts.
+
+    Subclasses set ``log``, ``runner``, ``recaller``, ``_records`` (None when nothing
+    may be recorded), ``_lock`` and ``_erasures`` before the first query.
+    """
+
+    log: EventLog
+    runner: Runner
+    recaller: Recaller
+    _records: DeferredRecords | None
+    _lock: threading.RLock
+    _erasures: int
+
+    @property
+    def view(self) -> LessonView:
+        """The lesson view, folded to where this process has read the log."""
+        return lesson_view(self.runner)
+
+    @property
+    def records(self) -> bool:
+        """True when queries record what they showed (False on a read-only home)."""
+        return self._records is not None
+
+    def _read(self, *, usage: bool = False) -> LessonView:
+        """Fold what was appended since, without reacting; the view to answer from.
+
+        With ``usage`` (the answer shows usage clocks), this process's queued recall
+        records get :data:`USAGE_WAIT` seconds to commit first.
+        """
+        with self._lock:
+            if usage and self._records is not None:
+                self._records.drain(USAGE_WAIT)
+            self.runner.fold(self.log)
+            self._follow()
+            return self.view
+
+    def _follow(self) -> None:
+        """Keep the index in step with the view; after an erasure, build it afresh."""
+        if self.runner.erasures != self._erasures:
+            self._erasures = self.runner.erasures
+            # The old index may hold erased vectors: removing them would leave their
+            # bytes in the graph, so it is never used or saved again.
+            self.recaller = Recaller(self.recaller.directory, self.log, self.view,
+                                     self.recaller.embedder, fresh=True,
+                                     writable=self.recaller.keeper.writable)
+            self._refolded()
+        else:
+            self.recaller.sync()
+
+    def _refolded(self) -> None:
+        """Called when :meth:`_follow` met an erasure; the write side saves afresh."""
+
+    def _record(self, event: NewEvent) -> None:
+        if self._records is not None:
+            self._records.add(event)
+
+    def lessons(self, project: str, *, session: str = "", record: bool = True,
+                actor: str = "agent", principal: str = "") -> list[LessonRow]:
+        """The active lessons of a project and the global ones, strongest first.
+
+        With ``record`` (the default for agents) the ledger notes that they were put in
+        front of the agent: the usage clock moves, and they are in play for attribution
+        of this session's outcome. A person browsing passes ``record=False``. The rows
+        are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
+        change as the ledger moves on, and changing them does not change the ledger.
+        Their usage clocks count every earlier recall, not this listing's own. The record
+        carries ``principal`` and ``session``, so erasing either takes it.
+        """
+        project = checked_project(project)
+        _checked_stamp(session, actor, principal)
+        with self._lock:
+            rows = self._read(usage=True).active_for(project)
+            if record and rows:
+                self._record(recalled([r.lesson_id for r in rows][:1000], project, "",
+                                           session, actor, principal))
+            return snapshot(rows)
+
+    def recall(self, project: str, query: str, *, session: str = "", record: bool = True,
+               actor: str = "agent", principal: str = "", as_of: int | None = None) -> Recall:
+        """The lessons to put in an agent's prompt for a project and a query.
+
+        At most 5 lessons in at most 300 tokens, ranked as
+        :mod:`lessonledger.projections.recall` documents. With ``record`` the ledger
+        notes what was shown (usage clock; in play for this session). ``as_of`` (a log
+        position) answers as the ledger stood then, records nothing, and scores vectors
+        exactly from the texts. The record carries the query, ``principal`` and ``session``.
+        """
+        project = checked_project(project)
+        checked_text(query, "$.query")
+        _checked_stamp(session, actor, principal)
+        with self._lock:
+            self._read()
+            if as_of is not None:
+                return self.recaller.rank(self.view_at(as_of), project, query,
+                                          now=self.time_at(as_of), exact=True)
+            result = self.recaller.rank(self.view, project, query)
+            if record and result.lessons:
+                self._record(recalled([r.lesson_id for r in result.lessons], project,
+                                           query, session, actor, principal))
+            return result
+
+    def check(self, project: str, operation: str, target: str, *, session: str = "",
+              record: bool = True, actor: str = "agent", principal: str = "",
+              as_of: int | None = None) -> Check:
+        """What is on file for an operation on a target: one line to show before acting.
+
+        Raises:
+            InvalidCommandError: the project is no digest, the operation or the target
+                is empty or over 512 characters, or a text is not Unicode.
+        """
+        project = checked_project(project)
+        checked_text(operation, "$.operation", Key)
+        checked_text(target, "$.target", Key)
+        _checked_stamp(session, actor, principal)
+        with self._lock:
+            self._read()
+            view = self.view if as_of is None else self.view_at(as_of)
+            result = self.recaller.check(view, project, operation, target)
+            if record and as_of is None and result.shown:
+                self._record(recalled(result.shown, project,
+                                           f"check {operation} {target}", session, actor,
+                                           principal))
+            return result
+
+    def why(self, lesson_id: UUID, *, project: str | None = None, query: str | None = None,
+            as_of: int | None = None) -> Why:
+        """The events that made a lesson what it is, and why it was or was not recalled.
+
+        The recall verdict needs a project (and a query). ``as_of`` answers as the ledger
+        stood at that position. The lesson row is a copy, as :meth:`lesson`'s is.
+        """
+        with self._lock:
+            self._read(usage=True)
+            view = self.view if as_of is None else self.view_at(as_of)
+            now = None if as_of is None else self.time_at(as_of)
+            story = explain(view, self.log, self.recaller, lesson_id, project=project,
+                            query=query, now=now)
+            return msgspec.structs.replace(story, lesson=snapshot([story.lesson])[0])
+
+    def view_at(self, position: int) -> LessonView:
+        """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
+        return lesson_view(self.runner.fresh(self.log, position, [VIEW_NAME]))
+
+    def time_at(self, position: int) -> int:
+        """The ledger time (ns) of the event at ``position``."""
+        records = self.log.read(max(position, 1), limit=1)
+        return records[0].envelope.recorded_at if records else time.time_ns()
+
+    def position_at(self, when_ns: int) -> int:
+        """The last position recorded at or before a time (0 when none)."""
+        last = 0
+        for record in self.log.scan():
+            if record.envelope.recorded_at > when_ns:
+                break
+            last = record.envelope.position
+        return last
+
+    def lesson(self, lesson_id: UUID) -> LessonRow:
+        """One lesson, whatever its status."""
+        with self._lock:
+            row = self._read(usage=True).lessons.get(lesson_id)
+            if row is None:
+                raise UnknownLessonError(lesson_id)
+            return snapshot([row])[0]
+
+    def history(self, lesson_id: UUID) -> list[LessonRow]:
+        """The supersede chain through a lesson, oldest first."""
+        with self._lock:
+            lessons = self._read(usage=True).lessons
+            if lesson_id not in lessons:
+                raise UnknownLessonError(lesson_id)
+            chain = [lessons[lesson_id]]
+            while chain[0].supersedes is not None and chain[0].supersedes in lessons:
+                chain.insert(0, lessons[chain[0].supersedes])
+            while chain[-1].superseded_by is not None and chain[-1].superseded_by in lessons:
+                chain.append(lessons[chain[-1].superseded_by])
+            return snapshot(chain)
+
+
+def _checked_stamp(session: str, actor: str, principal: str) -> None:
+    """Refuse a query's envelope fields as a command's would be: the record carries them."""
+    for text, field in ((session, "$.session"), (actor, "$.actor"),
+                        (principal, "$.principal")):
+        checked_text(text, field, Label)
+
+
+class Reader(ReadSide):
+    """The read side of a home, alone: answers queries, decides nothing, saves nothing.
+
+    On a writable home it holds the home open as any process does (a shared
+    ``home.lock``) and queues its recall records for a background write. With
+    ``read_only`` (automatic on a filesystem mounted read-only) not a byte is written:
+    no lock file, no reader table, no records; only safe while nobody writes the home.
+
+    Args:
+        home: the home directory; it must exist.
+        read_only: open without writing a byte; None decides by the filesystem.
+        rules: the lesson rules' figures, as the writers use them.
+        embedder: the embedder the index was built with (the default when omitted).
+        record_delay: seconds within which a queued recall record is committed.
+    """
+
+    def __init__(self, home: str | os.PathLike[str], *, read_only: bool | None = None,
+                 rules: Rules | None = None, embedder: Embedder | None = None,
+                 record_delay: float = DEFAULT_DELAY) -> None:
+        path = os.path.expanduser(os.fspath(home))
+        self.read_only = on_read_only_filesystem(path) if read_only is None else read_only
+        self._stack = contextlib.ExitStack()
+        self._home: LMDBHome
+        if self.read_only:
+            self._home = self._stack.enter_context(read_only_home(path))
+        else:
+            self._home = acquire(path)
+            self._stack.callback(release, self._home)
+        try:
+            self.log = EventLog(self._home, LOG_NAME)
+            self._records = None if self.read_only else DeferredRecords(self.log, record_delay)
+            self.runner = Runner(registry(rules), ViewStore(self._home))
+            self._erasures = self.runner.erasures
+            self._lock = threading.RLock()
+            self.runner.fold(self.log)
+            self._erasures = self.runner.erasures
+            self.recaller = Recaller(Path(self._home.path) / "vectors", self.log, self.view,
+                                     embedder, writable=False)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def close(self) -> None:
+        """Commit queued recall records and let go of the home."""
+        with self._lock:
+            try:
+                if self._records is not None:
+                    self._records.close()
+            finally:
+                self._stack.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def open_reader(home: str | os.PathLike[str], **options: Any) -> Iterator[Reader]:
+    """Open a home's read side for the length of a ``with`` block."""
+    reader = Reader(home, **options)
+    try:
+        yield reader
+    finally:
+        reader.close()
