@@ -46,6 +46,7 @@ from lessonledger.commands.erasure import (
 from lessonledger.commands.errors import (
     BatchRefusedError,
     CommandError,
+    CredentialError,
     KeyReusedError,
     UnknownLessonError,
 )
@@ -65,6 +66,7 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
+from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -221,6 +223,9 @@ class Ledger:
             CommandError: the command is refused; nothing of its own was written.
             StreamConflictError: another writer changed the lesson meanwhile.
         """
+        # Every field, the envelope's too, checked before the write lock is taken: the
+        # check needs nothing but the command, and long texts take milliseconds.
+        refuse_credentials(command)
         parent = command_id(command.key)
         with self._transaction() as writing:
             outcome = (self._receipt(command, parent, writing)
@@ -238,6 +243,11 @@ class Ledger:
         Raises:
             BatchRefusedError: one was refused (which, and why); nothing was written.
         """
+        for index, command in enumerate(commands):
+            try:
+                refuse_credentials(command)
+            except CredentialError as e:
+                raise BatchRefusedError(index, e) from None
         receipts: list[Receipt] = []
         with self._transaction() as writing:
             for index, command in enumerate(commands):
@@ -345,6 +355,7 @@ class Ledger:
             CommandError: the command is refused; nothing was written.
         """
         command = command_from(fields, Erase)
+        refuse_credentials(command)  # the Erased record keeps reason and actor for good
         with self._transaction() as writing:
             if not erasure_of(writing, command):
                 erased = erased_positions(writing, command)
@@ -367,9 +378,12 @@ class Ledger:
         are copies as of now (so are :meth:`lesson`'s and :meth:`history`'s): they do not
         change as the ledger moves on, and changing them does not change the ledger.
         Their usage clocks count every earlier recall, not this listing's own. The record
-        carries ``principal`` and ``session``, so erasing either takes it.
+        carries ``principal`` and ``session``, so erasing either takes it; with ``record``,
+        one that looks like a credential is refused (:class:`CredentialError`).
         """
         project = checked_project(project)
+        if record:
+            refuse_query(session=session, actor=actor, principal=principal)
         with self._lock:
             self.catch_up()  # the rows carry usage clocks: earlier records commit first
             rows = self.view.active_for(project)
@@ -386,9 +400,12 @@ class Ledger:
         :mod:`lessonledger.projections.recall` documents. With ``record`` the ledger
         notes what was shown (usage clock; in play for this session). ``as_of`` (a log
         position) answers as the ledger stood then, records nothing, and scores vectors
-        exactly from the texts. The record carries the query, ``principal`` and ``session``.
+        exactly from the texts. The record carries the query, ``principal`` and ``session``,
+        so with ``record`` one that looks like a credential is refused (:class:`CredentialError`).
         """
         project = checked_project(project)
+        if record and as_of is None:
+            refuse_query(query=query, session=session, actor=actor, principal=principal)
         with self._lock:
             self._refresh()
             if as_of is not None:
@@ -403,8 +420,15 @@ class Ledger:
     def check(self, project: str, operation: str, target: str, *, session: str = "",
               record: bool = True, actor: str = "agent", principal: str = "",
               as_of: int | None = None) -> Check:
-        """What is on file for an operation on a target: one line to show before acting."""
+        """What is on file for an operation on a target: one line to show before acting.
+
+        The record carries operation, target, ``principal`` and ``session``, so with ``record``
+        one that looks like a credential is refused (:class:`CredentialError`).
+        """
         project = checked_project(project)
+        if record and as_of is None:
+            refuse_query(operation=operation, target=target, session=session, actor=actor,
+                         principal=principal)
         with self._lock:
             self._refresh()
             view = self.view if as_of is None else self.view_at(as_of)
