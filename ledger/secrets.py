@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
+from datetime import datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, cast
+from uuid import UUID
 
 import msgspec
 
@@ -76,6 +78,7 @@ _ASSIGNMENT = re.compile(r"[:=;]")
 _LONG_RUN = re.compile(r"\w{65,}")
 #: Texts up to this long are cached: labels, keys and op names repeat from command to command.
 _CACHED_UP_TO = 256
+_NO_TEXT = frozenset({float, int, bool, UUID, datetime, type(None)})
 
 
 class _Detector:
@@ -91,13 +94,15 @@ class _Detector:
         classes = cast("dict[str, type[BasePlugin]]", get_mapping_from_secret_type_to_class())
         plugins = [(name, cls()) for name, cls in classes.items()
                    if cls.__name__ not in _LEFT_OUT and cls is not keyword.KeywordDetector]
-        # Every plugin kept reads text through RegexBasedDetector.analyze_string (the JWT
-        # one then checks what it found), which yields nothing unless one of its
-        # denylist patterns matches: no match, no finding.
-        assert all(isinstance(p, RegexBasedDetector) for _, p in plugins)
-        self.patterns: list[tuple[re.Pattern[str], str, BasePlugin | None]] = [
-            (pattern, name, plugin) for name, plugin in plugins
-            for pattern in cast("RegexBasedDetector", plugin).denylist]
+        #: (a pattern that must match first, or None; the kind; the plugin, or None for ours)
+        self.patterns: list[tuple[re.Pattern[str] | None, str, BasePlugin | None]] = []
+        for name, plugin in plugins:
+            if isinstance(plugin, RegexBasedDetector):
+                # RegexBasedDetector.analyze_string (the JWT plugin then checks what it
+                # found) yields nothing unless one of its denylist patterns matches.
+                self.patterns += [(pattern, name, plugin) for pattern in plugin.denylist]
+            else:
+                self.patterns.append((None, name, plugin))
         self.patterns += [(pattern, name, None) for name, pattern in _OURS]
         self.keyword_type = str(keyword.KeywordDetector.secret_type)
         self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
@@ -109,7 +114,7 @@ class _Detector:
     def find(self, text: str) -> str | None:
         """The kind of the first credential found in ``text``, else None."""
         for pattern, name, plugin in self.patterns:
-            if pattern.search(text) and (
+            if (pattern is None or pattern.search(text)) and (
                     plugin is None or any(True for _ in plugin.analyze_string(text))):
                 return name
         if self.keywords.search(text) and _ASSIGNMENT.search(text):
@@ -173,7 +178,8 @@ def text_fields(value: object, path: str = "$",
             yield from text_fields(item, f"{path}.{key}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from text_fields(item, f"{path}[{i}]")
+            if type(item) not in _NO_TEXT:  # at once: a vector holds thousands of floats
+                yield from text_fields(item, f"{path}[{i}]")
 
 
 def credential_field(value: object, skip: Collection[str] = ()) -> tuple[str, str] | None:
