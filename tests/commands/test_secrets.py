@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from lesson_agent import AVOID, P1, PREFER, T0, TARGET, Agent
 from lessonledger.commands import CredentialError, Ledger, Operation, open_ledger
+from lessonledger.commands.errors import BatchRefusedError
+from lessonledger.commands.messages import ObserveOutcome, command_from
 
 #: The shapes issue #10 lists as stored, and the kind each is refused as.
 SHAPES: dict[str, tuple[str, str]] = {
@@ -207,3 +209,18 @@ def test_the_erase_command_line_refuses_a_secret_reason_or_author(
     assert f"{field} looks like a credential ({SHAPES[shape][1]})" in capsys.readouterr().err
     with open_ledger(tmp_path, sync=False) as led:
         assert _log(led) == before
+
+
+def test_a_batch_with_one_secret_is_refused_whole_naming_the_command(
+        world: dict[str, Any]) -> None:
+    led: Ledger = world["ledger"]
+    batch = [command_from({"key": key(), "project": P1, "passed": True}, ObserveOutcome),
+             command_from({"key": key(), "project": P1, "passed": True,
+                           "session": SHAPES["npm-token"][0]}, ObserveOutcome)]
+    before = _log(led)
+    with pytest.raises(BatchRefusedError) as refused:
+        led.execute_all(batch)
+    assert refused.value.index == 1
+    assert isinstance(refused.value.cause, CredentialError)
+    assert refused.value.cause.field == "$.session"
+    assert _log(led) == before
