@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from lessonledger.ledger.errors import InvalidEventError, LessonLedgerError
+from lessonledger.ledger.errors import (
+    CredentialEventError,
+    InvalidEventError,
+    LessonLedgerError,
+)
 
 __all__ = [
     "BatchRefusedError",
@@ -28,16 +32,14 @@ class InvalidCommandError(CommandError, InvalidEventError):
     """A command is malformed; ``field`` is the JSON path of the problem."""
 
 
-class CredentialError(CommandError, ValueError):
-    """Text looks like a credential; lessons and outcomes must never carry secrets."""
+class CredentialError(CommandError, CredentialEventError):
+    """Text looks like a credential; lessons, outcomes and envelopes must never carry secrets.
 
-    def __init__(self, pattern: str, field: str) -> None:
-        msg = (
-            f"{field} looks like a credential ({pattern}); remove the secret and resubmit"
-        )
-        super().__init__(msg)
-        self.pattern = pattern
-        self.field = field
+    Attributes:
+        pattern: the kind of credential (a detect-secrets secret type, such as
+            ``Secret Keyword`` or ``AWS Access Key``).
+        field: the JSON path of the field (``$.operations[0].error``, ``$.principal``).
+    """
 
 
 class EvidenceError(CommandError):

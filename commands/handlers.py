@@ -7,7 +7,7 @@ the command's idempotency key, so a retried command writes nothing new.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256
 from typing import Any, Literal
@@ -33,7 +33,6 @@ from lessonledger.commands.messages import (
     RetireLesson,
 )
 from lessonledger.commands.policies import verdict
-from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
@@ -106,23 +105,7 @@ def command_digest(command: AnyCommand | Erase) -> bytes:
     return sha256(_canonical.encode((tag, fields))).digest()
 
 
-def _refuse(fields: Iterable[tuple[str, str]]) -> None:
-    """Refuse a command if any of its (path, text) fields looks like a credential."""
-    for path, text in fields:
-        refuse_credentials(text, path)
-
-
-def _fingerprint(values: dict[str, str]) -> Iterable[tuple[str, str]]:
-    for name, value in values.items():
-        yield "$.fingerprint (a name)", name
-        yield f"$.fingerprint.{name}", value
-
-
 def _observe(cmd: ObserveOutcome, view: LessonView) -> list[Decided]:
-    _refuse([("$.task", cmd.task), *_fingerprint(cmd.fingerprint)])
-    for i, op in enumerate(cmd.operations):
-        _refuse((f"$.operations[{i}].{name}", getattr(op, name))
-                for name in ("op", "target", "error"))
     outcome_id = derived_id(command_id(cmd.key), "outcome")
     return [Decided(OutcomeObserved(
         outcome_id=outcome_id, project=cmd.project, task=cmd.task, passed=cmd.passed,
@@ -152,9 +135,6 @@ def _check_evidence(cmd: ProposeLesson, view: LessonView) -> None:
 
 
 def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
-    _refuse([("$.text", cmd.text), ("$.avoid_op", cmd.avoid_op),
-             ("$.prefer_op", cmd.prefer_op), ("$.target", cmd.target),
-             *_fingerprint(cmd.fingerprint)])
     _check_evidence(cmd, view)
     rules = view.rules
     claim = cmd.source == "model" or not cmd.evidence
@@ -185,7 +165,6 @@ def _current(view: LessonView, lesson_id: UUID, expected: int | None) -> LessonR
 
 
 def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
-    refuse_credentials(cmd.text, "$.text")
     old = _current(view, cmd.lesson_id, cmd.expected_version)
     new_id = derived_id(command_id(cmd.key), "lesson")
     fields = {f: getattr(old, f) for f in ("kind", "avoid_op", "prefer_op", "target",
@@ -200,7 +179,6 @@ def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
 
 
 def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
-    refuse_credentials(cmd.reason, "$.reason")
     old = _current(view, cmd.lesson_id, cmd.expected_version)
     return [Decided(LessonSuperseded(lesson_id=old.lesson_id, reason="retired:user",
                                      note=cmd.reason),
@@ -208,7 +186,6 @@ def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
 
 
 def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decided]:
-    _refuse([("$.component", cmd.component), ("$.new", cmd.new)])
     old = next((r.fingerprint[cmd.component] for r in view.lessons.values()
                 if r.scope == cmd.scope and cmd.component in r.fingerprint), "")
     return [Decided(EnvironmentChanged(scope=cmd.scope, component=cmd.component, old=old,

@@ -62,6 +62,7 @@ from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.read_side import ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import Receipt, minted, minted_events
+from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -206,6 +207,9 @@ class Ledger(ReadSide):
             StreamConflictError: another writer changed the lesson meanwhile.
         """
         command = checked_command(command)
+        # Every field, the envelope's too, checked before the write lock is taken: the
+        # check needs nothing but the command, and long texts take milliseconds.
+        refuse_credentials(command)
         parent = command_id(command.key)
         with self._transaction() as writing:
             outcome = (self._receipt(command, parent, writing)
@@ -228,6 +232,7 @@ class Ledger(ReadSide):
         for index, command in enumerate(commands):
             try:
                 checked.append(checked_command(command))
+                refuse_credentials(checked[-1])
             except CommandError as e:
                 raise BatchRefusedError(index, e) from e
         commands = checked
@@ -338,6 +343,7 @@ class Ledger(ReadSide):
             CommandError: the command is refused; nothing was written.
         """
         command = checked_command(command_from(fields, Erase))
+        refuse_credentials(command)  # the Erased record keeps reason and actor for good
         with self._transaction() as writing:
             if not erasure_of(writing, command):
                 erased = erased_positions(writing, command)

@@ -31,6 +31,7 @@ from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
+from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.events import Key
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -123,6 +124,8 @@ class ReadSide:
         """
         project = checked_project(project)
         _checked_stamp(session, actor, principal)
+        if record:
+            refuse_query(session=session, actor=actor, principal=principal)
         with self._lock:
             rows = self._read(usage=True).active_for(project)
             if record and rows:
@@ -143,6 +146,8 @@ class ReadSide:
         project = checked_project(project)
         checked_text(query, "$.query")
         _checked_stamp(session, actor, principal)
+        if record and as_of is None:
+            refuse_query(query=query, session=session, actor=actor, principal=principal)
         with self._lock:
             self._read()
             if as_of is not None:
@@ -167,6 +172,9 @@ class ReadSide:
         checked_text(operation, "$.operation", Key)
         checked_text(target, "$.target", Key)
         _checked_stamp(session, actor, principal)
+        if record and as_of is None:
+            refuse_query(operation=operation, target=target, session=session, actor=actor,
+                         principal=principal)
         with self._lock:
             self._read()
             view = self.view if as_of is None else self.view_at(as_of)

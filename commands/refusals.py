@@ -1,37 +1,40 @@
 """Text that must never enter the ledger: anything shaped like a credential.
 
+Every string a command carries is checked, its envelope's (``actor``, ``principal``,
+``session``) included: the envelope outlives any erasure. So are a query's, since recall
+and check record the query, principal and session they were asked with. What is
+detected, and by what, is :mod:`lessonledger.ledger.secrets`.
+
 A lesson can never grant autonomy either, but that needs no check here: lessons are
 only text, and nothing in lessonledger reads a lesson to decide what needs confirmation.
 """
 
 from __future__ import annotations
 
-import re
-
 from lessonledger.commands.errors import CredentialError
+from lessonledger.commands.messages import AnyCommand, Erase
+from lessonledger.ledger.secrets import credential_field, credential_in
 
-__all__ = ["refuse_credentials"]
+__all__ = ["refuse_credentials", "refuse_query"]
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(rx)) for name, rx in (
-        ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-        ("AWS access key", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
-        ("GitHub token", r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
-        ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-        ("API secret key", r"\bsk-[A-Za-z0-9_-]{20,}"),
-        ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
-        ("JSON web token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
-        ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}"),
-        ("password assignment", r"(?i)\b(pass(word)?|passwd|pwd)\s*[=:]\s*\S+"),
-        ("secret assignment",
-         r"(?i)\b(api[_-]?key|secret|token|access[_-]?key|auth)\s*[=:]\s*['\"]?[A-Za-z0-9/+_.-]{8,}"),
-        ("credentials in a URL", r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@"),
-    )
-)
+#: Fields never stored, so never checked: the idempotency key is kept only as a hash.
+#: An erasure's subject names what to erase; refusing it would make content stored
+#: before these checks impossible to erase (and no new event can name such a subject).
+_UNSTORED = {"key"}
+_UNSTORED_ERASE = {"key", "subject"}
 
 
-def refuse_credentials(text: str, field: str) -> None:
-    """Raise :class:`CredentialError` naming the pattern if ``text`` looks like a secret."""
-    for name, pattern in _PATTERNS:
-        if pattern.search(text):
-            raise CredentialError(name, field)
+def refuse_credentials(command: AnyCommand | Erase) -> None:
+    """Raise :class:`CredentialError` naming the field and pattern of a secret in ``command``."""
+    found = credential_field(command, _UNSTORED_ERASE if isinstance(command, Erase)
+                             else _UNSTORED)
+    if found is not None:
+        raise CredentialError(found[1], found[0])
+
+
+def refuse_query(**fields: str) -> None:
+    """Raise :class:`CredentialError` if a query's field (``$.<name>``) looks like a secret."""
+    for name, text in fields.items():
+        pattern = credential_in(text)
+        if pattern is not None:
+            raise CredentialError(pattern, f"$.{name}")

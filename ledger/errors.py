@@ -15,6 +15,7 @@ from eventsourcing.persistence import (
 
 __all__ = [
     "BodyTooLargeError",
+    "CredentialEventError",
     "HomeBusyError",
     "IdempotencyConflictError",
     "InvalidEventError",
@@ -73,6 +74,20 @@ class BodyTooLargeError(InvalidEventError):
         super().__init__(msg, field)
         self.size = size
         self.limit = limit
+
+
+class CredentialEventError(InvalidEventError):
+    """A field looks like a credential, and the ledger keeps what it is given; nothing was written.
+
+    Attributes:
+        pattern: the kind of credential it looks like (a detect-secrets secret type).
+        field: the JSON path of the field (``$.principal``, ``$.event.text``).
+    """
+
+    def __init__(self, pattern: str, field: str) -> None:
+        msg = f"{field} looks like a credential ({pattern}); remove the secret and resubmit"
+        super().__init__(msg, field)
+        self.pattern = pattern
 
 
 class StreamConflictError(LessonLedgerError, IntegrityError):

@@ -2,7 +2,8 @@
 
 This is the ledger's door for bytes from outside (a publisher's JSON, a peer's frame).
 Everything is checked before anything is written: shape and types by the typed decoder,
-bounds by the catalogue's ``Meta``, size by :data:`MAX_BODY_BYTES`.
+bounds by the catalogue's ``Meta``, size by :data:`MAX_BODY_BYTES`, and every string, the
+envelope's included, for the shape of a credential (:mod:`lessonledger.ledger.secrets`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
-from lessonledger.ledger.errors import BodyTooLargeError, InvalidEventError
+from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
 from lessonledger.ledger.events import AnyEvent, encode_event
 from lessonledger.ledger.log import NewEvent
+from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
 
 __all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission", "to_new_event"]
@@ -73,11 +75,13 @@ def parse_submission(data: bytes | str) -> Submission:
     Raises:
         InvalidEventError: with ``field`` set to the JSON path of the problem.
         BodyTooLargeError: the input is over :data:`MAX_SUBMISSION_BYTES`.
+        CredentialEventError: a string (``$.principal``, ``$.event.text``) looks like a
+            credential.
     """
     if len(data) > MAX_SUBMISSION_BYTES:
         raise BodyTooLargeError(len(data), MAX_SUBMISSION_BYTES, "$")
     try:
-        return _decoder.decode(data)
+        submission = _decoder.decode(data)
     except msgspec.DecodeError as e:
         match = _PATH.search(str(e))
         field = match.group(1) if match else "$"
@@ -86,6 +90,10 @@ def parse_submission(data: bytes | str) -> Submission:
             field = f"{field}.{missing.group(1)}"
         msg = f"invalid event: {e}; fix the field and resubmit"
         raise InvalidEventError(msg, field) from e
+    found = credential_field(submission)
+    if found is not None:
+        raise CredentialEventError(found[1], found[0])
+    return submission
 
 
 def new_event(

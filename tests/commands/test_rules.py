@@ -757,9 +757,9 @@ def test_refused_commands_write_nothing_and_say_why(agent: Agent) -> None:
     head = led.log.head()
 
     credentials = [
-        ("password assignment", "password=hunter2"),
-        ("AWS access key", "use AKIAIOSFODNN7EXAMPLE for the bucket"),
-        ("private key", "-----BEGIN RSA PRIVATE KEY-----"),
+        ("Secret Keyword", "password=hunter2"),
+        ("AWS Access Key", "use AKIAIOSFODNN7EXAMPLE for the bucket"),
+        ("Private Key", "-----BEGIN RSA PRIVATE KEY-----"),
     ]
     for pattern, secret in credentials:
         attempts: list[Any] = [

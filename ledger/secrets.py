@@ -1,0 +1,191 @@
+"""Text shaped like a credential, found by detect-secrets' plugins and a few patterns of ours.
+
+Whatever enters the ledger stays: an envelope's actor, principal and session, and an
+``Erased`` record's reason and author, are kept forever, and erasure removes bodies only.
+So every string a writer chooses is scanned before anything is written, by the write
+paths above this module (:mod:`lessonledger.ledger.submission`, the command handlers,
+recall records, erasure).
+
+The detector is Yelp's ``detect-secrets``: its vendor plugins (AWS, GitHub, GitLab,
+Slack, Stripe, npm, private keys, basic-auth URLs, JWTs, …) and its keyword detector's
+config-file regexes (``DB_PASSWORD=x``, ``api_key: x``, ``secret = "x"``), called
+in-process on one string at a time. Its global settings are never used, so a candidate
+is never verified over the network and ``pragma: allowlist secret`` in the text allows
+nothing. Left out, because they refuse ordinary content: the two high-entropy plugins
+(hex digests, base64 hashes and ids in error output are all high-entropy, and project ids
+are hex) and the public-IP plugin (an address in an error message is no secret).
+
+A keyword hit is dropped by detect-secrets' own heuristics (a template ``${X}`` or
+``<x>``, a ``$VARIABLE``, an indirect reference ``password = vault.get("db")``, a
+sequence, a UUID, a value with no letter), judged per assignment rather than per line,
+so that one harmless assignment does not hide a real one after it. Word runs longer than
+64 characters are cut to their last 64 before the keyword regexes see them: those regexes
+backtrack quadratically over a long run, and no variable name is that long.
+
+:data:`_OURS` covers shapes the plugins miss; each line says which. Add one only with a
+test of the shape it catches.
+
+Cost: a plugin reads a text only if one of its patterns matches it, and the keyword
+regexes only text holding a keyword and an assignment sign. Both screens are necessary
+conditions, so they change no answer. Short texts (labels, keys) are cached, since they
+repeat from command to command.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator
+from datetime import datetime
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, cast
+from uuid import UUID
+
+import msgspec
+
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import BasePlugin
+
+__all__ = ["credential_field", "credential_in", "text_fields"]
+
+_OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(rx, flags)) for name, rx, flags in (
+        # GitHubTokenDetector knows only the classic gh?_ tokens.
+        ("GitHub Token", r"github_pat_[A-Za-z0-9_]{22,}", 0),
+        # NpmDetector needs the .npmrc line (//registry/:_authToken=…), not a bare token.
+        ("NPM tokens", r"npm_[A-Za-z0-9]{36}\b", 0),
+        # BasicAuthDetector needs a user name before the colon.
+        ("Basic Auth Credentials", r"://:[^\s/?#@]+@", 0),
+        # No plugin reads HTTP authorization headers.
+        ("Authorization header",
+         r"\bauthorization\s*[:=]\s*['\"]?(?:basic|bearer|token|digest)\s+[A-Za-z0-9+/._~=-]{8,}",
+         re.IGNORECASE),
+        ("Bearer token", r"bearer\s+[A-Za-z0-9._~+/-]{20,}", re.IGNORECASE),
+        # PrivateKeyDetector lists key types; PKCS#8 "ENCRYPTED PRIVATE KEY" is not one.
+        ("Private Key", r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----", 0),
+        # OpenAIDetector knows only keys with the legacy T3BlbkFJ marker.
+        ("API secret key", r"\bsk-[A-Za-z0-9_-]{20,}", 0),
+        ("Google API key", r"AIza[0-9A-Za-z_-]{35}\b", 0),
+        # KeywordDetector has no "token" or "auth" keyword (GITHUB_TOKEN=…, auth: …).
+        ("Secret Keyword", r"(?:token|auth|access_?key)\s*[=:]\s*['\"]?[A-Za-z0-9/+_.-]{8,}",
+         re.IGNORECASE),
+    )
+)
+
+#: detect-secrets plugins left out, by class name (see the module docstring).
+_LEFT_OUT = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"})
+#: Every keyword regex needs one of these after its keyword (``:``, ``=``, ``==``, ``;``).
+_ASSIGNMENT = re.compile(r"[:=;]")
+_LONG_RUN = re.compile(r"\w{65,}")
+#: Texts up to this long are cached: labels, keys and op names repeat from command to command.
+_CACHED_UP_TO = 256
+_NO_TEXT = frozenset({float, int, bool, UUID, datetime, type(None)})
+
+
+class _Detector:
+    """detect-secrets' plugins, built once; :func:`_detector` makes the one instance."""
+
+    def __init__(self) -> None:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.filters import heuristic
+        from detect_secrets.plugins import keyword
+        from detect_secrets.plugins.base import RegexBasedDetector
+
+        # Typed with an unbound TypeVar upstream; each value is a plugin class.
+        classes = cast("dict[str, type[BasePlugin]]", get_mapping_from_secret_type_to_class())
+        plugins = [(name, cls()) for name, cls in classes.items()
+                   if cls.__name__ not in _LEFT_OUT and cls is not keyword.KeywordDetector]
+        #: (a pattern that must match first, or None; the kind; the plugin, or None for ours)
+        self.patterns: list[tuple[re.Pattern[str] | None, str, BasePlugin | None]] = []
+        for name, plugin in plugins:
+            if isinstance(plugin, RegexBasedDetector):
+                # RegexBasedDetector.analyze_string (the JWT plugin then checks what it
+                # found) yields nothing unless one of its denylist patterns matches.
+                self.patterns += [(pattern, name, plugin) for pattern in plugin.denylist]
+            else:
+                self.patterns.append((None, name, plugin))
+        self.patterns += [(pattern, name, None) for name, pattern in _OURS]
+        self.keyword_type = str(keyword.KeywordDetector.secret_type)
+        self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
+        # Each keyword regex holds the denylist alternation: a necessary condition.
+        self.keywords = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
+        self.heuristic = heuristic
+        self.indirect = heuristic._get_indirect_reference_regex()
+
+    def find(self, text: str) -> str | None:
+        """The kind of the first credential found in ``text``, else None."""
+        for pattern, name, plugin in self.patterns:
+            if (pattern is None or pattern.search(text)) and (
+                    plugin is None or any(True for _ in plugin.analyze_string(text))):
+                return name
+        if self.keywords.search(text) and _ASSIGNMENT.search(text):
+            lines = (_LONG_RUN.sub(lambda m: m.group()[-64:], line) for line in text.splitlines())
+            if any(self._assigns_a_secret(line) for line in lines):
+                return self.keyword_type
+        return None
+
+    def _assigns_a_secret(self, line: str) -> bool:
+        for regex, group in self.keyword_regexes:
+            pos = 0
+            while (match := regex.search(line, pos)) is not None:
+                if not self._harmless(match.group(group), line, match.start()):
+                    return True
+                pos = max(match.start(group), match.start() + 1)
+        return False
+
+    def _harmless(self, value: str, line: str, start: int) -> bool:
+        """detect-secrets' heuristics for a keyword's value that is no secret."""
+        h = self.heuristic
+        return (h.is_templated_secret(value) or h.is_prefixed_with_dollar_sign(value)
+                or h.is_sequential_string(value) or h.is_potential_uuid(value)
+                or h.is_not_alphanumeric_string(value)
+                or self.indirect.match(line, start) is not None)
+
+
+@cache
+def _detector() -> _Detector:
+    """Built on first use: importing detect-secrets takes about 0.1 s."""
+    return _Detector()
+
+
+@lru_cache(maxsize=8192)
+def _cached(text: str) -> str | None:
+    return _detector().find(text)
+
+
+def credential_in(text: str) -> str | None:
+    """The kind of credential ``text`` looks like (a detect-secrets secret type), else None."""
+    if not text.strip():
+        return None
+    return _cached(text) if len(text) <= _CACHED_UP_TO else _detector().find(text)
+
+
+def text_fields(value: object, path: str = "$",
+                skip: Collection[str] = ()) -> Iterator[tuple[str, str]]:
+    """Every string in ``value`` (a Struct, dict, list or str) with its JSON path.
+
+    A dict's keys are named ``<path> (a name)``. Top-level fields named in ``skip`` are
+    left out.
+    """
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            if name not in skip:
+                yield from text_fields(getattr(value, name), f"{path}.{name}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from text_fields(key, f"{path} (a name)")
+            yield from text_fields(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if type(item) not in _NO_TEXT:  # at once: a vector holds thousands of floats
+                yield from text_fields(item, f"{path}[{i}]")
+
+
+def credential_field(value: object, skip: Collection[str] = ()) -> tuple[str, str] | None:
+    """The first (JSON path, kind of credential) among the strings of ``value``, else None."""
+    for path, text in text_fields(value, skip=skip):
+        kind = credential_in(text)
+        if kind is not None:
+            return path, kind
+    return None
