@@ -18,6 +18,7 @@ __all__ = [
     "InactiveLessonError",
     "InvalidCommandError",
     "KeyReusedError",
+    "LessonNotFoundError",
     "RetiredEvidenceError",
     "StaleVersionError",
     "UnknownLessonError",
@@ -73,6 +74,18 @@ class UnknownLessonError(CommandError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class LessonNotFoundError(CommandError):
+    """No lesson, or more than one, has an id starting with the text given.
+
+    Attributes:
+        text: the id or prefix asked for.
+    """
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(reason)
+        self.text = text
 
 
 class InactiveLessonError(CommandError):

@@ -28,11 +28,11 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
-from lessonledger.commands.errors import UnknownLessonError
+from lessonledger.commands.errors import LessonNotFoundError, UnknownLessonError
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
-from lessonledger.ledger.events import Key
+from lessonledger.ledger.events import Erased, Key, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
@@ -41,7 +41,7 @@ from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
-from lessonledger.projections.runner import Runner
+from lessonledger.projections.runner import ERASED, Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
 
@@ -199,6 +199,49 @@ class ReadSide:
             story = explain(view, self.log, self.recaller, lesson_id, project=project,
                             query=query, now=now)
             return msgspec.structs.replace(story, lesson=snapshot([story.lesson])[0])
+
+    def catalogue(self, project: str | None = None, *, everything: bool = False
+                  ) -> list[LessonRow]:
+        """Lessons for a person to browse (records nothing): active first, strongest first.
+
+        Active lessons and claims; with ``everything`` superseded and retired ones too.
+        With ``project``, only that project's and the global ones.
+        """
+        with self._lock:
+            rows = sorted(self._read(usage=True).lessons.values(),
+                          key=lambda r: (not r.active, -r.confidence, str(r.lesson_id)))
+            return snapshot([r for r in rows if (everything or r.active or r.status == "claimed")
+                             and (project is None or r.scope in (project, "global"))])
+
+    def find_lesson(self, text: str) -> UUID:
+        """A lesson's id from its full form or a unique prefix of it.
+
+        Raises:
+            LessonNotFoundError: no lesson has such an id (saying so when an erasure took
+                it), or more than one does.
+        """
+        with self._lock:
+            prefix = text.lower()
+            matches = [i for i in self._read().lessons if str(i).startswith(prefix)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
+            raise LessonNotFoundError(text, msg)
+        msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
+        erased = [(r.envelope.position, e) for r in self.log.scan()
+                  if r.envelope.type == ERASED and r.payload is not None
+                  and isinstance(e := decode_event(r.payload), Erased)
+                  and e.what == "lesson" and e.subject.startswith(prefix)]
+        if erased:
+            position, erasure = erased[-1]
+            msg = (f"lesson {erasure.subject} was erased at position {position} by "
+                   f"{erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
+        raise LessonNotFoundError(text, msg)
+
+    def head(self) -> int:
+        """The last position in the log."""
+        return self.log.head()
 
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""

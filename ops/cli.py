@@ -21,7 +21,15 @@ from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
 from lessonledger.ops.config import HOME_ENV, LOG_NAME, default_home, open_log, open_logs
-from lessonledger.ops.render import echo, print_json, printable, progress, record_json, record_line
+from lessonledger.ops.render import (
+    add_read_only,
+    echo,
+    print_json,
+    printable,
+    progress,
+    record_json,
+    record_line,
+)
 
 __all__ = ["main"]
 
@@ -226,9 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print as JSON")
     stats.set_defaults(run=_cmd_stats)
     for auditing in (log, check, stats):
-        auditing.add_argument("--read-only", action="store_true", help=(
-            "write nothing to the home, not even a lock: for a backup or a snapshot that "
-            "no process writes to (on a read-only filesystem this is automatic)"))
+        add_read_only(auditing)
         auditing.add_argument("--log", metavar="NAME", default=None, help=(
             "the log to read, when the home holds several (an eventsourcing application "
             "writes one named after itself); verify checks every log unless told one"))

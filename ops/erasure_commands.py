@@ -18,7 +18,7 @@ import msgspec
 from lessonledger.ledger.compaction import Compacted, check_unused, compact
 from lessonledger.ledger.errors import HomeBusyError
 from lessonledger.ops.config import require_home
-from lessonledger.ops.lesson_commands import find_lesson, open_lessons
+from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
 
 __all__ = ["EXIT_COMPACTION_PENDING", "register"]
@@ -45,7 +45,7 @@ def _cmd_erase(args: argparse.Namespace) -> int:
                          if getattr(args, kind) is not None)
     with open_lessons(args.home) as ledger:
         if what == "lesson":
-            subject = str(find_lesson(ledger, subject))
+            subject = str(ledger.find_lesson(subject))
         erasure = ledger.erase(key=args.key or f"erase:{uuid4()}", what=what,
                                subject=subject, reason=args.reason, actor=args.by)
     compacted: Compacted | None = None

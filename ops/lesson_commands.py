@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
-from uuid import UUID
 
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError
@@ -27,18 +26,18 @@ from lessonledger.commands.messages import (
     command_from,
     decode_command,
 )
+from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ledger.events import Erased, decode_event
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
-from lessonledger.ops.render import echo, parse_time, print_json, progress, timestamp
+from lessonledger.ops.render import add_read_only, echo, parse_time, print_json, progress, timestamp
 from lessonledger.projections.lessons import LessonRow
-from lessonledger.projections.runner import ERASED, Runner
+from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import lesson_view, registry, view_names
 
-__all__ = ["find_lesson", "open_lessons", "register"]
+__all__ = ["open_lessons", "open_queries", "register"]
 
 
 @contextmanager
@@ -52,25 +51,18 @@ def open_lessons(home: Path) -> Iterator[Ledger]:
         ledger.close()
 
 
-def find_lesson(ledger: Ledger, text: str) -> UUID:
-    """A lesson id from its full form or a unique prefix of it."""
-    ledger.catch_up()
-    matches = [i for i in ledger.view.lessons if str(i).startswith(text.lower())]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
-        erased = [(r.envelope.position, e) for r in ledger.log.scan()
-                  if r.envelope.type == ERASED and r.payload is not None
-                  and isinstance(e := decode_event(r.payload), Erased)
-                  and e.what == "lesson" and e.subject.startswith(text.lower())]
-        if erased:
-            position, erasure = erased[-1]
-            msg = (f"lesson {erasure.subject} was erased at position {position} by "
-                   f"{erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
-    else:
-        msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
-    raise LedgerConfigError(msg)
+@contextmanager
+def open_queries(home: Path, *, read_only: bool = False) -> Iterator[Reader]:
+    """Open an existing home's read side: never the write lock, never a policy.
+
+    With ``read_only`` (automatic on a read-only filesystem) not a byte is written.
+    """
+    require_home(home)
+    reader = Reader(home, read_only=read_only or None)
+    try:
+        yield reader
+    finally:
+        reader.close()
 
 
 def _row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:
@@ -89,12 +81,8 @@ def _line(row: LessonRow) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        ledger.catch_up()
-        rows = sorted(ledger.view.lessons.values(),
-                      key=lambda r: (not r.active, -r.confidence, str(r.lesson_id)))
-        rows = [r for r in rows if (args.all or r.active or r.status == "claimed")
-                and (args.project is None or r.scope in (args.project, "global"))]
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        rows = reader.catalogue(args.project, everything=args.all)
     for row in rows:
         if args.json:
             print_json(_row_json(row))
@@ -106,9 +94,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        ledger.catch_up()
-        row = ledger.lesson(find_lesson(ledger, args.lesson))
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        row = reader.lesson(reader.find_lesson(args.lesson))
     if args.json:
         print_json(_row_json(row, moves=True))
         return 0
@@ -128,9 +115,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        ledger.catch_up()
-        chain = ledger.history(find_lesson(ledger, args.lesson))
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        chain = reader.history(reader.find_lesson(args.lesson))
     if args.json:
         print_json([_row_json(r) for r in chain])
         return 0
@@ -156,7 +142,7 @@ def _run(args: argparse.Namespace, command: AnyCommand | Callable[[Ledger], AnyC
 
 def _cmd_edit(args: argparse.Namespace) -> int:
     def edit(ledger: Ledger) -> AnyCommand:
-        lesson_id = find_lesson(ledger, args.lesson)
+        lesson_id = ledger.find_lesson(args.lesson)
         return command_from({"key": args.key or f"edit:{lesson_id}:{time.time_ns()}",
                              "lesson_id": lesson_id, "text": args.text, "actor": "user",
                              "expected_version": args.expected_version}, EditLesson)
@@ -166,7 +152,7 @@ def _cmd_edit(args: argparse.Namespace) -> int:
 
 def _cmd_retire(args: argparse.Namespace) -> int:
     def retire(ledger: Ledger) -> AnyCommand:
-        lesson_id = find_lesson(ledger, args.lesson)
+        lesson_id = ledger.find_lesson(args.lesson)
         return command_from({"key": args.key or f"retire:{lesson_id}:{time.time_ns()}",
                              "lesson_id": lesson_id, "reason": args.reason, "actor": "user",
                              "expected_version": args.expected_version}, RetireLesson)
@@ -265,6 +251,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ls.add_argument("--project", help="only this project digest (and global lessons)")
     ls.add_argument("--all", action="store_true", help="include superseded and retired")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_read_only(ls)
     ls.set_defaults(run=_cmd_list)
     for name, run, about in (
         ("show", _cmd_show, "one lesson: its confidence and the events that moved it"),
@@ -273,6 +260,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p = which.add_parser(name, help=about)
         p.add_argument("lesson", help="lesson id, or a unique prefix of it")
         p.add_argument("--json", action="store_true", help="print as JSON")
+        add_read_only(p)
         p.set_defaults(run=run)
     edit = which.add_parser("edit", help="replace a lesson's text (the old one stays in history)")
     edit.add_argument("lesson", help="lesson id, or a unique prefix of it")

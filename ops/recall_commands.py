@@ -11,11 +11,19 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 from lessonledger.commands.errors import UnknownLessonError
-from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.lesson_commands import find_lesson, open_lessons
-from lessonledger.ops.render import TimeRangeError, echo, parse_time, print_json, timestamp
+from lessonledger.ops.lesson_commands import open_queries
+from lessonledger.ops.render import (
+    TimeRangeError,
+    add_read_only,
+    echo,
+    parse_time,
+    print_json,
+    timestamp,
+)
 
 __all__ = ["register"]
 
@@ -32,26 +40,31 @@ def _as_of(text: str) -> int | datetime:
         raise argparse.ArgumentTypeError(msg) from e
 
 
-def _position(ledger: Ledger, as_of: int | datetime | None) -> int | None:
+def _position(reader: Reader, as_of: int | datetime | None) -> int | None:
     if as_of is None or isinstance(as_of, int):
-        head = ledger.log.head()
+        head = reader.head()
         if isinstance(as_of, int) and as_of > head:
             msg = f"--as-of {as_of} is past the last position {head}"
             raise LedgerConfigError(msg)
         return as_of
     # Whole microseconds, exactly: a float timestamp would be off by up to a few hundred ns.
     since = as_of - datetime(1970, 1, 1, tzinfo=UTC)
-    return ledger.position_at(since // timedelta(microseconds=1) * 1000)
+    return reader.position_at(since // timedelta(microseconds=1) * 1000)
+
+
+def _unrecorded(reader: Reader) -> dict[str, bool]:
+    """On a home nobody may write, an answer says that what it showed was not recorded."""
+    return {} if reader.records else {"recorded": False}
 
 
 def _cmd_recall(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        as_of = _position(ledger, args.as_of)
-        result = ledger.recall(args.project, args.query, session=args.session,
-                               principal=args.principal,
-                               record=args.record and as_of is None, as_of=as_of)
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        as_of = _position(reader, args.as_of)
+        record = args.record and as_of is None and reader.records
+        result = reader.recall(args.project, args.query, session=args.session,
+                               principal=args.principal, record=record, as_of=as_of)
     if args.json:
-        print_json(result)
+        print_json({**msgspec.to_builtins(result), **_unrecorded(reader)})
     else:
         for line in (result.section or "no lessons on file for this project").split("\n"):
             echo(line)
@@ -61,29 +74,29 @@ def _cmd_recall(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        as_of = _position(ledger, args.as_of)
-        result = ledger.check(args.project, args.operation, args.target, session=args.session,
-                              principal=args.principal,
-                              record=args.record and as_of is None, as_of=as_of)
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        as_of = _position(reader, args.as_of)
+        record = args.record and as_of is None and reader.records
+        result = reader.check(args.project, args.operation, args.target, session=args.session,
+                              principal=args.principal, record=record, as_of=as_of)
     if args.json:
-        print_json(result)
+        print_json({**msgspec.to_builtins(result), **_unrecorded(reader)})
     else:
         echo(result.line)
     return 0
 
 
 def _cmd_why(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        as_of = _position(ledger, args.as_of)
-        lesson_id = find_lesson(ledger, args.lesson)
+    with open_queries(args.home, read_only=args.read_only) as reader:
+        as_of = _position(reader, args.as_of)
+        lesson_id = reader.find_lesson(args.lesson)
         try:
-            story = ledger.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
+            story = reader.why(lesson_id, project=args.project, query=args.query, as_of=as_of)
         except UnknownLessonError:
             if as_of is None:
                 raise
             # It exists now (find_lesson found it), so it was not yet there at --as-of.
-            moves = ledger.lesson(lesson_id).moves
+            moves = reader.lesson(lesson_id).moves
             when = args.as_of if isinstance(args.as_of, int) else args.as_of.isoformat()
             born = f"; it was first recorded at position {moves[0].position}" if moves else ""
             msg = f"lesson {lesson_id} did not exist yet at {when} (--as-of){born}"
@@ -109,6 +122,7 @@ def _common(p: Any) -> None:
     p.add_argument("--as-of", type=_as_of, default=None, metavar="POSITION|TIME",
                    help="answer as the ledger stood at a log position or an ISO time")
     p.add_argument("--json", action="store_true", help="print as JSON")
+    add_read_only(p)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

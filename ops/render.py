@@ -117,3 +117,11 @@ def record_line(record: Record) -> str:
         f"{d['position']:>8}  {d['recorded_at']}  {d['type']:<20} stream={d['stream']} "
         f"v{d['version']} actor={d['actor'] or '-'} principal={d['principal'] or '-'}  {body}"
     )
+
+
+def add_read_only(parser: Any) -> None:
+    """The ``--read-only`` option every query and audit command takes."""
+    parser.add_argument("--read-only", action="store_true", help=(
+        "write nothing to the home, not even a lock or a record of what was shown: for a "
+        "backup or a snapshot that no process writes to (automatic on a read-only "
+        "filesystem)"))
