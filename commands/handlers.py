@@ -258,9 +258,38 @@ def same_command(command: AnyCommand, first: AnyEvent, envelope: Envelope) -> bo
     return False
 
 
+def could_be(command: AnyCommand, envelope: Envelope) -> bool:
+    """Whether an erased first event, of which only ``envelope`` is left, is ``command``'s.
+
+    What the envelope kept must match: the event type the command writes first, its
+    actor, principal and session, its project (or scope) where it names one, and its
+    ``occurred_at`` when it gives one. A command that differs only in what the body held
+    cannot be told from a retry, and is taken as one: writing it would bring back what
+    was erased.
+    """
+    scope = str(getattr(command, "project", "") or getattr(command, "scope", ""))
+    return (envelope.type == _FIRST[type(command)]
+            and (envelope.actor, envelope.principal, envelope.session)
+            == (command.actor, command.principal, command.session)
+            and (not scope or envelope.scope == scope)
+            and (command.occurred_at is None
+                 or envelope.occurred_at == occurred_ns(command.occurred_at)))
+
+
 _HANDLERS: dict[type, Callable[[Any, LessonView], list[Decided]]] = {
     ObserveOutcome: _observe, ProposeLesson: _propose, EditLesson: _edit,
     RetireLesson: _retire, DeclareEnvironmentChange: _environment, Reconcile: _reconcile,
+}
+
+
+#: The type of the first event each command writes (what its key's event id points at).
+_FIRST: dict[type, str] = {
+    ObserveOutcome: str(OutcomeObserved.__struct_config__.tag),
+    ProposeLesson: str(LessonProposed.__struct_config__.tag),
+    EditLesson: str(LessonProposed.__struct_config__.tag),
+    RetireLesson: str(LessonSuperseded.__struct_config__.tag),
+    DeclareEnvironmentChange: str(EnvironmentChanged.__struct_config__.tag),
+    Reconcile: str(ReconcilePassed.__struct_config__.tag),
 }
 
 

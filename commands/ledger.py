@@ -43,9 +43,16 @@ from lessonledger.commands.erasure import (
 from lessonledger.commands.errors import (
     BatchRefusedError,
     CommandError,
+    InvalidCommandError,
     KeyReusedError,
 )
-from lessonledger.commands.handlers import command_id, decide, occurred_ns, same_command
+from lessonledger.commands.handlers import (
+    command_id,
+    could_be,
+    decide,
+    occurred_ns,
+    same_command,
+)
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
@@ -206,7 +213,7 @@ class Ledger(ReadSide):
             CommandError: the command is refused; nothing of its own was written.
             StreamConflictError: another writer changed the lesson meanwhile.
         """
-        command = checked_command(command)
+        command = checked_command(_not_erase(command))
         # Every field, the envelope's too, checked before the write lock is taken: the
         # check needs nothing but the command, and long texts take milliseconds.
         refuse_credentials(command)
@@ -231,7 +238,7 @@ class Ledger(ReadSide):
         checked = []
         for index, command in enumerate(commands):
             try:
-                checked.append(checked_command(command))
+                checked.append(checked_command(_not_erase(command)))
                 refuse_credentials(checked[-1])
             except CommandError as e:
                 raise BatchRefusedError(index, e) from e
@@ -299,9 +306,10 @@ class Ledger(ReadSide):
             return None
         records = [log.read(p, limit=1)[0] for p in positions]
         events = [decode_event(cast_bytes(r.payload)) for r in records if r.payload]
-        # An erased first event cannot be compared: the key is taken as a retry's.
-        if records[0].payload is not None and not same_command(
-                command, events[0], records[0].envelope):
+        # Of an erased first event only the envelope is left to compare with.
+        first = records[0]
+        if not (same_command(command, events[0], first.envelope) if first.payload is not None
+                else could_be(command, first.envelope)):
             return KeyReusedError(
                 command.key, f"a different command (its first event: {records[0].envelope.type}, "
                 f"position {positions[0]})")
@@ -371,6 +379,14 @@ class Ledger(ReadSide):
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _not_erase(command: AnyCommand) -> AnyCommand:
+    """Refuse an :class:`Erase` given as a command: erasing is :meth:`Ledger.erase`'s."""
+    if isinstance(command, Erase):
+        msg = "an erasure is not run by execute; call Ledger.erase (or lessonledger erase)"
+        raise InvalidCommandError(msg, "$.command")
+    return command
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

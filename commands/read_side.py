@@ -28,7 +28,11 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.audit import Why, explain
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
-from lessonledger.commands.errors import LessonNotFoundError, UnknownLessonError
+from lessonledger.commands.errors import (
+    InvalidCommandError,
+    LessonNotFoundError,
+    UnknownLessonError,
+)
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
@@ -156,7 +160,7 @@ class ReadSide:
             result = self.recaller.rank(self.view, project, query)
             if record and result.lessons:
                 self._record(recalled([r.lesson_id for r in result.lessons], project,
-                                           query, session, actor, principal))
+                                      query, session, actor, principal))
             return result
 
     def check(self, project: str, operation: str, target: str, *, session: str = "",
@@ -191,7 +195,16 @@ class ReadSide:
 
         The recall verdict needs a project (and a query). ``as_of`` answers as the ledger
         stood at that position. The lesson row is a copy, as :meth:`lesson`'s is.
+
+        Raises:
+            UnknownLessonError: no such lesson (at ``as_of``).
+            InvalidCommandError: the project is no digest, the query no text, or
+                ``as_of`` no position of the log.
         """
+        if project is not None:
+            project = checked_project(project)
+        if query is not None:
+            checked_text(query, "$.query")
         with self._lock:
             self._read(usage=True)
             view = self.view if as_of is None else self.view_at(as_of)
@@ -243,17 +256,32 @@ class ReadSide:
         """The last position in the log."""
         return self.log.head()
 
+    def _position(self, position: object, field: str = "$.as_of") -> int:
+        """A log position a caller gave, refused unless it is one the log has (or 0)."""
+        head = self.log.head()
+        if isinstance(position, bool) or not isinstance(position, int) \
+                or not 0 <= position <= head:
+            msg = (f"{field} must be a log position from 0 to the head ({head}), not "
+                   f"{position!r}")
+            raise InvalidCommandError(msg, field)
+        return position
+
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
+        position = self._position(position)
         return lesson_view(self.runner.fresh(self.log, position, [VIEW_NAME]))
 
     def time_at(self, position: int) -> int:
         """The ledger time (ns) of the event at ``position``."""
+        position = self._position(position, "$.position")
         records = self.log.read(max(position, 1), limit=1)
         return records[0].envelope.recorded_at if records else time.time_ns()
 
     def position_at(self, when_ns: int) -> int:
         """The last position recorded at or before a time (0 when none)."""
+        if isinstance(when_ns, bool) or not isinstance(when_ns, int):
+            msg = f"$.when must be a time in nanoseconds since 1970, not {when_ns!r}"
+            raise InvalidCommandError(msg, "$.when")
         last = 0
         for record in self.log.scan():
             if record.envelope.recorded_at > when_ns:

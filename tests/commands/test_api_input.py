@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 from lessonledger.commands import Operation, open_ledger
-from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError, KeyReusedError
+from lessonledger.commands.errors import (
+    BatchRefusedError,
+    CommandError,
+    InvalidCommandError,
+    KeyReusedError,
+)
 from lessonledger.commands.handlers import command_id
-from lessonledger.commands.messages import ObserveOutcome, decode_command
+from lessonledger.commands.messages import Erase, ObserveOutcome, decode_command
 from lessonledger.ledger.events import OutcomeObserved
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.submission import new_event
@@ -224,3 +229,48 @@ def test_a_lone_surrogate_in_json_is_named(tmp_path: Path) -> None:
     with pytest.raises(InvalidCommandError, match=r"\$\.task is not valid Unicode") as caught:
         decode_command(line)
     assert caught.value.field == "$.task"
+
+
+def test_a_key_whose_command_was_erased_refuses_another_command(tmp_path: Path) -> None:
+    # Only the envelope of the erased first event is left: what it kept must match.
+    with open_ledger(tmp_path, sync=False) as ledger:
+        alices = {"key": "s-42/task-1", "project": P, "passed": True, "principal": "alice",
+                  "session": "s-42", "task": "alice's task"}
+        first = ledger.observe_outcome(**alices)
+        ledger.erase(key="e", what="principal", subject="alice", reason="request")
+        head = ledger.log.head()
+        assert ledger.observe_outcome(**alices).positions == first.positions
+        for other in ({"principal": "bob"}, {"session": "s-43"}, {"project": "b" * 16},
+                      {"actor": "tool"}):
+            with pytest.raises(KeyReusedError):
+                ledger.observe_outcome(**(alices | other))
+        with pytest.raises(KeyReusedError):
+            ledger.reconcile(key="s-42/task-1", now="2026-11-29T00:00:00Z",
+                             principal="alice", session="s-42")
+        assert ledger.log.head() == head
+
+
+@pytest.mark.parametrize("call", [
+    lambda led: led.recall(P, "q", as_of=10**30),
+    lambda led: led.recall(P, "q", as_of=-1),
+    lambda led: led.recall(P, "q", as_of="x"),
+    lambda led: led.check(P, "op", "t", as_of=10**30),
+    lambda led: led.time_at(10**30),
+    lambda led: led.position_at("x"),
+    lambda led: led.view_at(True),
+    lambda led: led.why(led.find_lesson(""), project="nope"),
+    lambda led: led.why(led.find_lesson(""), project=P, query="\ud800"),
+    lambda led: led.execute(Erase(key="e", what="principal", subject="alice")),
+    lambda led: led.execute_all([Erase(key="e", what="principal", subject="alice")]),
+])
+def test_queries_and_execute_refuse_bad_arguments_with_typed_errors(
+        tmp_path: Path, call: Any) -> None:
+    with open_ledger(tmp_path, sync=False) as ledger:
+        ledger.observe_outcome(key="k", project=P, passed=True, principal="alice",
+                               operations=[Operation(op="a", target="t", ok=False,
+                                                     error="exit 2"),
+                                           Operation(op="b", target="t", ok=True, order=1)])
+        head = ledger.log.head()
+        with pytest.raises(CommandError):
+            call(ledger)
+        assert ledger.log.head() == head
