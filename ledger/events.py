@@ -11,14 +11,30 @@ the offending field, before anything reaches the log.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Final, Literal
 from uuid import UUID
 
 import msgspec
 from msgspec import Meta, Struct
 
 __all__ = [
+    "CITES_AN_OUTCOME",
+    "ENVIRONMENT_CHANGED",
+    "ERASED",
+    "EVENT_CLASSES",
     "EVENT_TYPES",
+    "LESSON_CONFIRMED",
+    "LESSON_CONTRADICTED",
+    "LESSON_DEMOTED",
+    "LESSON_PROMOTED",
+    "LESSON_PROPOSED",
+    "LESSON_RECALLED",
+    "LESSON_SUPERSEDED",
+    "MINTS_AN_ID",
+    "NAMES_A_LESSON",
+    "OUTCOME_OBSERVED",
+    "RECONCILE_PASSED",
+    "TRIGGERS_POLICIES",
     "AnyEvent",
     "Confidence",
     "ConsumerDeclared",
@@ -50,6 +66,8 @@ __all__ = [
     "Text",
     "decode_event",
     "encode_event",
+    "tag_of",
+    "tags_with",
 ]
 
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
@@ -73,7 +91,22 @@ SupersedeReason = Literal["replaced", "decayed", "cap", "expired", "retired:user
 
 
 class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="type"):
-    """Base of every catalogue event; the tag lives in the ``type`` field."""
+    """Base of every catalogue event; the tag lives in the ``type`` field.
+
+    Each event declares its traits, and the code that must treat a kind of event alike
+    derives its set of tags from them (:func:`tags_with`), never from a list of its own:
+    erasure, the receipts, the policies' triggers and the lesson view.
+    """
+
+    #: The body is about one lesson (``lesson_id``): erasing the lesson takes it.
+    names_a_lesson: ClassVar[bool] = False
+    #: The body credits or blames a lesson on an outcome (``outcome_id``): erasing the
+    #: outcome takes it, whoever's principal it carries.
+    cites_an_outcome: ClassVar[bool] = False
+    #: The policies react to it.
+    triggers_policies: ClassVar[bool] = False
+    #: The first event of a command that mints an id the receipt names.
+    mints_an_id: ClassVar[bool] = False
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,6 +130,9 @@ class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
 class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed"):
     """A task ended; what was tried, how it was judged, and what was in front of the agent."""
 
+    triggers_policies: ClassVar[bool] = True
+    mints_an_id: ClassVar[bool] = True
+
     outcome_id: UUID
     project: Scope
     task: Text = ""
@@ -113,6 +149,10 @@ class OutcomeObserved(_Event, frozen=True, kw_only=True, tag="outcome.observed")
 
 class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
     """A lesson enters the ledger, with the outcomes that support it."""
+
+    names_a_lesson: ClassVar[bool] = True
+    triggers_policies: ClassVar[bool] = True
+    mints_an_id: ClassVar[bool] = True
 
     lesson_id: UUID
     text: Annotated[str, Meta(min_length=1, max_length=2000)]
@@ -140,6 +180,10 @@ class LessonProposed(_Event, frozen=True, kw_only=True, tag="lesson.proposed"):
 class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed"):
     """An attributed outcome supports the lesson."""
 
+    names_a_lesson: ClassVar[bool] = True
+    cites_an_outcome: ClassVar[bool] = True
+    triggers_policies: ClassVar[bool] = True
+
     lesson_id: UUID
     outcome_id: UUID
     project: Scope
@@ -147,6 +191,9 @@ class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed")
 
 class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradicted"):
     """An attributed outcome refutes the lesson."""
+
+    names_a_lesson: ClassVar[bool] = True
+    cites_an_outcome: ClassVar[bool] = True
 
     lesson_id: UUID
     outcome_id: UUID
@@ -156,6 +203,8 @@ class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradi
 class LessonPromoted(_Event, frozen=True, kw_only=True, tag="lesson.promoted"):
     """The lesson's scope moves to global: a second distinct project confirmed it."""
 
+    names_a_lesson: ClassVar[bool] = True
+
     lesson_id: UUID
     projects: Annotated[list[Scope], Meta(min_length=2, max_length=64)]
     merged: Ids = []
@@ -164,6 +213,9 @@ class LessonPromoted(_Event, frozen=True, kw_only=True, tag="lesson.promoted"):
 class LessonDemoted(_Event, frozen=True, kw_only=True, tag="lesson.demoted"):
     """A global lesson contradicted from a third project returns to one project."""
 
+    names_a_lesson: ClassVar[bool] = True
+    cites_an_outcome: ClassVar[bool] = True
+
     lesson_id: UUID
     to_scope: Scope
     outcome_id: UUID | None = None
@@ -171,6 +223,8 @@ class LessonDemoted(_Event, frozen=True, kw_only=True, tag="lesson.demoted"):
 
 class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded"):
     """The lesson leaves the active set: replaced, decayed, capped, expired, refuted, retired."""
+
+    names_a_lesson: ClassVar[bool] = True
 
     lesson_id: UUID
     reason: SupersedeReason
@@ -331,10 +385,43 @@ AnyEvent = (
     | Erased
 )
 
+#: Every catalogue event class.
+EVENT_CLASSES: tuple[type[_Event], ...] = AnyEvent.__args__
+
+
+def tag_of(kind: type[_Event]) -> str:
+    """An event class's tag: the ``type`` it is stored under."""
+    return str(kind.__struct_config__.tag)
+
+
 #: Every catalogue tag, which is also the event's stored type.
-EVENT_TYPES: frozenset[str] = frozenset(
-    cls.__struct_config__.tag for cls in AnyEvent.__args__
-)
+EVENT_TYPES: frozenset[str] = frozenset(tag_of(cls) for cls in EVENT_CLASSES)
+
+
+def tags_with(trait: str) -> frozenset[str]:
+    """The tags of the events that declare ``trait`` (see :class:`_Event`)."""
+    return frozenset(tag_of(cls) for cls in EVENT_CLASSES if getattr(cls, trait))
+
+
+OUTCOME_OBSERVED: Final = tag_of(OutcomeObserved)
+LESSON_PROPOSED: Final = tag_of(LessonProposed)
+LESSON_CONFIRMED: Final = tag_of(LessonConfirmed)
+LESSON_CONTRADICTED: Final = tag_of(LessonContradicted)
+LESSON_PROMOTED: Final = tag_of(LessonPromoted)
+LESSON_DEMOTED: Final = tag_of(LessonDemoted)
+LESSON_SUPERSEDED: Final = tag_of(LessonSuperseded)
+LESSON_RECALLED: Final = tag_of(LessonRecalled)
+RECONCILE_PASSED: Final = tag_of(ReconcilePassed)
+ENVIRONMENT_CHANGED: Final = tag_of(EnvironmentChanged)
+ERASED: Final = tag_of(Erased)
+#: Events about one lesson: what erasing a lesson takes.
+NAMES_A_LESSON: Final = tags_with("names_a_lesson")
+#: Events crediting or blaming a lesson on an outcome: what erasing the outcome takes.
+CITES_AN_OUTCOME: Final = tags_with("cites_an_outcome")
+#: Events the policies react to.
+TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
+#: First events whose ids a command's receipt names.
+MINTS_AN_ID: Final = tags_with("mints_an_id")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(AnyEvent)
