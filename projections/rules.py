@@ -22,6 +22,10 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         start_loop: starting confidence of a lesson the loop derived mechanically.
         start_extractor: of one an extractor (or a person) proposed with evidence.
         start_claim: of a claim: the model's own, or any lesson without evidence.
+        start_avoid: of an ``avoid`` lesson the loop learned from a dead end (issue 12,
+            rule 5): lower than a preference, so one contradiction (the operation
+            working) takes it under the floor, and unused it decays away in 10 passes
+            rather than 15 (seed 003: negative items age out faster).
         confirm: added per attributed confirmation.
         contradict: added per attributed contradiction (negative).
         decay: lost per reconcile pass in which the lesson was not in play.
@@ -37,6 +41,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     start_loop: float = 0.5
     start_extractor: float = 0.4
     start_claim: float = 0.3
+    start_avoid: float = 0.4
     confirm: float = 0.15
     contradict: float = -0.25
     decay: float = 0.02

@@ -96,16 +96,16 @@ def test_lessons_come_from_the_loop_an_extractor_or_a_claim_in_that_order_of_tru
     assert PREFER in loop.text
     assert AVOID in loop.text
 
-    # No mechanical lesson without the whole signal in one passing outcome.
+    # No mechanical preference without the whole signal on one target.
     for operations, passed in (
-        ([fail(), ok()], False),                   # the task failed
+        ([fail(), ok()], False),                   # the task failed, not visibly elsewhere
         ([ok(), fail()], True),                    # the success came first
         ([fail(), ok(target="docs")], True),       # on another target
         ([fail(), ok(AVOID)], True),               # the same operation, retried
         ([fail(), fail(PREFER)], True),            # nothing succeeded
     ):
-        assert agent.loop_lessons(agent.outcome(P2, "s2", operations, when=T0,
-                                                passed=passed)) == []
+        made = agent.loop_lessons(agent.outcome(P2, "s2", operations, when=T0, passed=passed))
+        assert [i for i in made if led.lesson(i).kind == "prefer"] == []
 
     trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
     extracted = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
@@ -460,7 +460,11 @@ def test_a_global_lesson_contradicted_from_a_third_project_returns_to_its_last_c
     assert (row.scope, row.confidence) == (P1, near(0.45))
     assert [m.type for m in row.moves[-2:]] == ["lesson.contradicted", "lesson.demoted"]
     assert ids(led.lessons(P1, record=False)) == [lid]
-    assert led.lessons(P2, record=False) == led.lessons(P3, record=False) == []
+    # P2, which supported it too, keeps a lesson of its own (issue 12, rule 2).
+    kept = led.lessons(P2, record=False)
+    assert [(r.scope, r.same_as, r.evidence[0]) for r in kept] == [
+        (P2, row.same_as, row.evidence[1])]
+    assert led.lessons(P3, record=False) == []
 
 
 def test_a_demoted_lesson_is_never_promoted_again(agent: Agent) -> None:
@@ -470,8 +474,8 @@ def test_a_demoted_lesson_is_never_promoted_again(agent: Agent) -> None:
     agent.contradict(P3, "s3", lid, when=day(2))
     assert led.lesson(lid).scope == P2
     # Another project learning it again: it is known not to hold everywhere.
-    again = agent.learn(P1, "s4", when=day(3))
-    assert (led.lesson(again).scope, led.lesson(again).active) == (P1, True)
+    again = agent.learn(P3, "s4", when=day(3))
+    assert (led.lesson(again).scope, led.lesson(again).active) == (P3, True)
     assert led.lesson(lid).scope == P2
 
 
@@ -816,3 +820,112 @@ def test_a_command_retried_with_the_same_key_writes_nothing_new(agent: Agent) ->
     edit = {"lesson_id": lid, "text": "Run pytest from root", "expected_version": 0}
     first = led.edit_lesson(key="retry-edit", **edit)
     assert led.edit_lesson(key="retry-edit", **edit) == first   # not a stale version
+
+
+# -- issue 12: rules that hold on worlds the benchmark has not seen ------------------------
+
+
+def test_a_target_that_went_fail_then_succeed_teaches_even_when_the_task_failed_elsewhere(
+        agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [fail(), ok(), fail("make", "no rule", "build")],
+                            when=T0, passed=False)
+    row = led.lesson(agent.learned_from(outcome))
+    assert (row.kind, row.avoid_op, row.prefer_op, row.longevity) == (
+        "prefer", AVOID, PREFER, "ongoing")
+    assert led.check(P1, AVOID, TARGET, record=False).opposing == [row.lesson_id]
+    # A task that failed with every target done failed for a reason its operations do
+    # not show: no lesson.
+    unexplained = agent.outcome(P2, "s2", [fail(), ok()], when=T0, passed=False)
+    assert agent.loop_lessons(unexplained) == []
+
+
+def test_a_flip_inside_a_failed_task_replaces_the_stale_lesson(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.confirm(P1, "s2", lid, when=day(1))
+    agent.confirm(P1, "s3", lid, when=day(2))
+    assert led.lesson(lid).confidence == near(0.8)
+    led.lessons(P1, session="s4")
+    flipped = agent.outcome(P1, "s4", [fail(PREFER, "no tests ran"), ok(AVOID),
+                                       fail("make", "no rule", "build")],
+                            when=day(3), passed=False)
+    new = agent.learned_from(flipped)
+    old = led.lesson(lid)
+    assert (old.status, old.reason, old.superseded_by) == ("superseded", "replaced", new)
+    check = led.check(P1, AVOID, TARGET, record=False)
+    assert (check.supporting, check.opposing) == ([new], [])
+
+
+def test_a_global_lesson_contradicted_in_one_project_still_holds_where_it_was_learned(
+        agent: Agent) -> None:
+    led = agent.ledger
+    glob = agent.learn(P1, "s1")
+    agent.learn(P2, "s2", when=day(1))
+    assert led.lesson(glob).scope == "global"
+    assert led.check(P3, PREFER, TARGET, session="s3").supporting == [glob]
+    flipped = agent.outcome(P3, "s3", [fail(PREFER, "no tests ran"), ok(AVOID)], when=day(2))
+    new = led.lesson(agent.learned_from(flipped))
+    assert (new.scope, new.avoid_op, new.prefer_op) == (P3, PREFER, AVOID)
+    for project in (P1, P2):
+        kept = [r for r in led.lessons(project, record=False) if r.target == TARGET]
+        assert [(r.scope, r.avoid_op, r.prefer_op) for r in kept] == [
+            (project, AVOID, PREFER)], project
+    assert [r.lesson_id for r in led.lessons(P3, record=False)] == [new.lesson_id]
+    # ... and when a project that supported it sees the flip, it stays global, overruled
+    # there by the project's own lesson.
+    other = agent.learn(P1, "t1", target="docs", when=day(3))
+    agent.learn(P2, "t2", target="docs", when=day(4))
+    assert led.lesson(other).scope == "global"
+    led.lessons(P1, session="t3")
+    turned = agent.outcome(P1, "t3", [fail(PREFER, "no docs", "docs"), ok(AVOID, "docs")],
+                           when=day(5))
+    own = agent.learned_from(turned)
+    assert (led.lesson(other).scope, led.lesson(other).active) == ("global", True)
+    assert led.check(P1, AVOID, "docs", record=False).overruled == [other]
+    assert led.check(P1, AVOID, "docs", record=False).supporting == [own]
+    assert led.check(P2, AVOID, "docs", record=False).opposing == [other]
+
+
+def test_a_blip_then_a_lasting_failure_of_the_same_operation_makes_a_settled_lesson(
+        agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [
+        fail("make", "ReadTimeout: read timed out", "build"),
+        fail("make", "exit 2: no rule to make target", "build"),
+        ok("ninja", "build")])
+    row = led.lesson(agent.learned_from(outcome))
+    assert (row.avoid_op, row.prefer_op, row.longevity, row.derivation) == (
+        "make", "ninja", "ongoing", "direct")
+    assert "no rule to make target" in row.text
+
+
+def test_a_dead_end_teaches_an_avoid_lesson_that_one_success_takes_away(agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [
+        fail("deploy.sh", "missing env file", "deploy"),
+        fail("helm", "chart.yaml missing", "deploy"),
+        fail("helm", "503 Service Unavailable", "deploy")], passed=False)
+    learned = [led.lesson(i) for i in agent.loop_lessons(outcome)]
+    assert [(r.kind, r.avoid_op, r.prefer_op, r.confidence) for r in learned] == [
+        ("avoid", "deploy.sh", "", near(0.4)), ("avoid", "helm", "", near(0.4))]
+    assert led.check(P1, "helm", "deploy", record=False).opposing == [learned[1].lesson_id]
+    # Never global: a second project's dead end stays its own.
+    twin = agent.outcome(P2, "s2", [fail("kubectl", "no k8s/", "deploy"),
+                                    fail("helm", "chart.yaml missing", "deploy")],
+                         passed=False)
+    assert {led.lesson(i).scope for i in agent.loop_lessons(twin)} == {P2}
+    # A lone failure is no dead end: no alternative was tried.
+    lone = agent.outcome(P3, "s2", [fail("helm", "chart.yaml missing", "deploy")],
+                         passed=False)
+    assert agent.loop_lessons(lone) == []
+    # Every form failing alike says the target failed (a broken test), not the form.
+    broken = agent.outcome(P1, "s3", [fail(AVOID, "FAILED test_cart - AssertionError"),
+                                      fail(PREFER, "FAILED test_cart - AssertionError")],
+                           passed=False)
+    assert agent.loop_lessons(broken) == []
+    # The operation working once is enough to take it away.
+    led.lessons(P1, session="s4")
+    agent.outcome(P1, "s4", [ok("helm", "deploy")], when=day(1))
+    row = led.lesson(learned[1].lesson_id)
+    assert (row.status, row.reason) == ("superseded", "decayed")
