@@ -185,12 +185,14 @@ def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decide
 def _reconcile(cmd: Reconcile, view: LessonView) -> list[Decided]:
     now = occurred_ns(cmd.now)
     rules = view.rules
-    decided = [Decided(ReconcilePassed(now=now, decay=rules.decay))]
+    exempt = list(rules.no_decay)
+    decided = [Decided(ReconcilePassed(now=now, decay=rules.decay, exempt=exempt))]
     survivors: dict[str, list[tuple[float, LessonRow]]] = {}
     for row in view.lessons.values():
         if not row.active:
             continue
-        after = clamp(row.confidence - (rules.decay if row.in_play_epoch < view.epoch else 0.0))
+        fades = row.in_play_epoch < view.epoch and row.longevity not in exempt
+        after = clamp(row.confidence - (rules.decay if fades else 0.0))
         reason = _leaves(row, after, now, rules)
         if reason:
             decided.append(Decided(LessonSuperseded(lesson_id=row.lesson_id, reason=reason)))

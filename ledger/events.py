@@ -181,11 +181,15 @@ class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed")
     """A reconcile pass ran as of ``now`` (nanoseconds since the epoch).
 
     Every active lesson that was not in play since the previous pass loses ``decay``
-    confidence: an unused lesson fades. Which lessons those are follows from the log.
+    confidence, unless its longevity is ``exempt``: an unused lesson fades. Which lessons
+    those are follows from the log.
     """
 
     now: int
     decay: Confidence = 0.02
+    #: Longevities that do not decay at this pass. Empty in passes recorded before issue
+    #: 12 (when every unused lesson decayed), so a rebuild folds them as they ran.
+    exempt: list[Longevity] = []
 
 
 class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):

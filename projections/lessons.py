@@ -402,7 +402,8 @@ class LessonView:
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
-            if row.active and row.in_play_epoch < self._s.epoch:
+            if row.active and row.in_play_epoch < self._s.epoch \
+                    and row.longevity not in event.exempt:
                 self._touched(row.scope)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, "reconcile.passed", None, f"-{event.decay}")

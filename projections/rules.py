@@ -30,6 +30,12 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         contradict: added per attributed contradiction (negative).
         decay: lost per reconcile pass in which the lesson was not in play.
         floor: below this a lesson is superseded by ``decayed``.
+        no_decay: longevities that never decay at a reconcile pass (issue 12, rule 7):
+            ``explicit``, what a person stated. Seed 001: explicit beliefs do not decay
+            automatically; they leave only when contradicted or retired. Measured, a
+            user's lesson went 0.4 to 0.18 in eleven unused weeks and was superseded as
+            ``decayed``. Each pass records the longevities it spared, so a log written
+            before this rule rebuilds to what it decided then.
         trusted_sessions: distinct confirming sessions that make a trial lesson trusted.
         cluster: contradictions among the last ``cluster_window`` attributions that
             send a trusted lesson back to trial.
@@ -46,6 +52,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     contradict: float = -0.25
     decay: float = 0.02
     floor: float = 0.2
+    no_decay: tuple[str, ...] = ("explicit",)
     trusted_sessions: int = 3
     cluster: int = 2
     cluster_window: int = 3

@@ -929,3 +929,20 @@ def test_a_dead_end_teaches_an_avoid_lesson_that_one_success_takes_away(agent: A
     agent.outcome(P1, "s4", [ok("helm", "deploy")], when=day(1))
     row = led.lesson(learned[1].lesson_id)
     assert (row.status, row.reason) == ("superseded", "decayed")
+
+
+def test_a_user_stated_lesson_never_decays_and_leaves_only_when_contradicted_or_retired(
+        agent: Agent) -> None:
+    led = agent.ledger
+    trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
+    lid = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
+                        prefer_op="", evidence=[trace], source="user")
+    assert (led.lesson(lid).longevity, led.lesson(lid).confidence) == ("explicit", near(0.4))
+    for i in range(12):
+        agent.reconcile(day(1 + 7 * i))
+    row = led.lesson(lid)
+    assert (row.status, row.confidence) == ("trial", near(0.4))
+    assert not [m for m in row.moves if m.type == "reconcile.passed"]
+    # A contradiction still counts, and under the floor it leaves.
+    agent.contradict(P1, "s2", lid, when=day(90))
+    assert (led.lesson(lid).status, led.lesson(lid).reason) == ("superseded", "decayed")
