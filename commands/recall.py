@@ -12,6 +12,14 @@ active lessons, is saved with the position it reflects, reopened memory-mapped, 
 rebuilt from the log when missing, stale or built by another embedder. Processes that
 share a home take a lock file in the index directory: exclusive to save, shared to
 reopen, so two closing processes never write one generation's files at once.
+
+An embedder that fails (a plug-in model's server down, say) never fails a command or a
+query (issue 12, rule 8). Measured before: ``observe_outcome`` raised the embedder's
+``ConnectionError`` after its events were committed, so the caller could not tell
+whether it was written, and ``recall`` raised too. Now a command returns its receipt;
+the lessons the index could not take stay pending and are embedded again at the next
+sync; recall ranks by BM25 alone while the query cannot be embedded (seed 004's
+fallback); and an index behind the view is never saved as if it were current.
 """
 
 from __future__ import annotations
@@ -76,6 +84,8 @@ class Recaller:
         #: Set when the view this index follows was replaced (an erasure was folded):
         #: it may hold erased vectors, so it is never saved again.
         self.retired = False
+        #: The embedder's last error while lessons wait to be indexed ('' when none).
+        self.degraded = ""
         # By project: the view generations they were gathered at, and the candidates.
         self._candidates: collections.OrderedDict[
             str, tuple[tuple[int, int], Candidates]] = collections.OrderedDict()
@@ -98,8 +108,19 @@ class Recaller:
     def rebuild(self) -> VectorIndex:
         """Build the index of the active lessons from the log alone."""
         self._view.changed.clear()
-        return build(self._items(r for r in self._view.lessons.values() if r.active),
-                     self.embedder)
+        active = [r for r in self._view.lessons.values() if r.active]
+        try:
+            index = build(self._items(active), self.embedder)
+        except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+            self._embedding_failed(error, [r.lesson_id for r in active])
+            return VectorIndex(self.embedder.name, self.embedder.dim)
+        self.degraded = ""
+        return index
+
+    def _embedding_failed(self, error: Exception, pending: Iterable[UUID]) -> None:
+        """Keep what could not be indexed pending, to be embedded at the next sync."""
+        self._view.changed.update(pending)
+        self.degraded = f"{type(error).__name__}: {error}"[:200]
 
     def _items(self, rows: Iterable[LessonRow]) -> list[Item]:
         items: list[Item] = []
@@ -124,7 +145,12 @@ class Recaller:
                 self.index.remove(lesson_id)
         if wanted:
             items = self._items(wanted)
-            self.index.upsert_many([i[0] for i in items], self._vectors(items))
+            try:
+                self.index.upsert_many([i[0] for i in items], self._vectors(items))
+            except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+                self._embedding_failed(error, [i[0] for i in items])
+                return
+        self.degraded = ""
 
     def _vectors(self, items: list[Item]) -> np.ndarray:
         """Each lesson's vector, decided exactly as a rebuild decides it."""
@@ -139,6 +165,8 @@ class Recaller:
         if self.retired:
             return
         self.sync()
+        if self.degraded:
+            return  # behind the view: saved with its position, it would pass for current
         with _locked(self.directory, exclusive=True):
             saved = VectorIndex.saved_position(self.directory)
             if saved is None or saved <= self._view.position:
@@ -159,16 +187,22 @@ class Recaller:
                       else Candidates(view.active_for(project)))
         similarities = None
         if len(candidates) and query.strip():
-            vector = self.embedder.embed([query])[0]
-            index = self.index
-            if exact:
-                index = VectorIndex(self.embedder.name, self.embedder.dim,
-                                    dtype=self.index.dtype)
-                index.upsert_many(candidates.ids,
-                                  self._vectors(self._items(candidates.rows)))
-            similarities = candidates.similarities(index, vector)
+            try:
+                similarities = self._similarities(candidates, query, exact=exact)
+            except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+                # BM25 alone ranks while the embedder is down.
+                self.degraded = self.degraded or f"{type(error).__name__}: {error}"[:200]
         order, ranked = rank(candidates, query, similarities, now or time.time_ns())
         return render(candidates, order, ranked, project, query)
+
+    def _similarities(self, candidates: Candidates, query: str, *,
+                      exact: bool) -> np.ndarray | None:
+        vector = self.embedder.embed([query])[0]
+        index = self.index
+        if exact:
+            index = VectorIndex(self.embedder.name, self.embedder.dim, dtype=self.index.dtype)
+            index.upsert_many(candidates.ids, self._vectors(self._items(candidates.rows)))
+        return candidates.similarities(index, vector)
 
     def candidates(self, project: str) -> Candidates:
         """The project's candidates in the live view, gathered again only once changed."""

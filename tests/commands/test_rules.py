@@ -946,3 +946,38 @@ def test_a_user_stated_lesson_never_decays_and_leaves_only_when_contradicted_or_
     # A contradiction still counts, and under the floor it leaves.
     agent.contradict(P1, "s2", lid, when=day(90))
     assert (led.lesson(lid).status, led.lesson(lid).reason) == ("superseded", "decayed")
+
+
+class _FlakyEmbedder:
+    """The default embedder behind a switch: down, every call raises ConnectionError."""
+
+    def __init__(self) -> None:
+        from lessonledger.projections.embedder import default_embedder
+        self.inner = default_embedder()
+        self.name, self.dim, self.down = self.inner.name, self.inner.dim, True
+
+    def embed(self, texts: Any) -> Any:
+        if self.down:
+            raise ConnectionError("embedding server refused the connection")
+        return self.inner.embed(texts)
+
+
+def test_a_failing_embedder_never_fails_a_committed_command_and_the_index_catches_up(
+        tmp_path: Path) -> None:
+    from lessonledger.commands import Ledger
+    embedder = _FlakyEmbedder()
+    led = Ledger(tmp_path, sync=False, embedder=embedder)
+    try:
+        agent = Agent(led)
+        lid = agent.learn(P1, "s1")          # returns its receipt: written, and known to be
+        assert led.lesson(lid).active
+        shown = led.recall(P1, "run the tests", session="s2")
+        assert [r.lesson_id for r in shown.lessons] == [lid]    # BM25 alone
+        assert led.check(P1, AVOID, TARGET, record=False).opposing == [lid]
+        assert lid not in led.recaller.index
+        embedder.down = False
+        led.recall(P1, "run the tests", session="s3")
+        assert lid in led.recaller.index
+        assert led.recaller.degraded == ""
+    finally:
+        led.close()
