@@ -63,14 +63,19 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     prediction: a timeout neither proves A broken nor B wrong. For a lesson learned from
     a transient-looking failure only the avoided operation counts: failing again (however)
     supports it, succeeding refutes it (and :func:`_attribute` supersedes it as
-    ``refuted``); the detour succeeding proves nothing.
+    ``refuted``); the detour succeeding proves nothing. Nor does an error that different
+    operations on the target gave alike (issue 12): a broken test fails every way of
+    running it, and says nothing about which way is right.
     """
     held: list[bool] = []
     tentative = row.longevity == "tentative"
+    alike = _alike(operations)
     for op in operations:
         if op.target != row.target or (not op.ok and not tentative
                                        and looks_transient(op.error)):
             continue
+        if not op.ok and (op.target, op.error) in alike:
+            continue  # every form failing alike: the target failed, not the operation
         if op.op == row.avoid_op and row.kind in ("prefer", "avoid"):
             held.append(not op.ok)
         elif op.op == row.prefer_op and row.kind in ("prefer", "do") and not tentative:
@@ -78,6 +83,19 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     if not held:
         return None
     return all(held)
+
+
+def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
+    """(target, error) pairs that two or more different operations failed with."""
+    seen: dict[tuple[str, str], str] = {}
+    alike: set[tuple[str, str]] = set()
+    for op in operations:
+        if op.ok or not op.error:
+            continue
+        first = seen.setdefault((op.target, op.error), op.op)
+        if first != op.op:
+            alike.add((op.target, op.error))
+    return alike
 
 
 def _survivor(view: LessonView, lesson_id: UUID) -> UUID:
@@ -198,10 +216,11 @@ def teachable(event: OutcomeObserved) -> list[Operation]:
     that left a target that went fail-then-succeed inside a task that failed on another
     target with no lesson, and it was the largest cause of repeated errors (19 of 30),
     and the reason a flip inside a failed task left the stale lesson standing (rule 4).
-    So a failed task teaches about every target it finished (the target's last operation
-    succeeded), as long as the failure shows elsewhere (some target's last operation
-    failed). A task that failed with every target done failed for a reason the operations
-    do not show, which may be what the last operation did: it teaches nothing.
+    A preference is about operations on one target, and the task's verdict is about the
+    task: so every target the outcome finished (its last operation succeeded) teaches,
+    whether the task passed or not. A task can fail with every target finished too (an
+    agent that skipped a known dead end and said so); should the success it learned from
+    be a false one, following the lesson contradicts it like any other.
     """
     if event.passed:
         return event.operations
@@ -209,8 +228,6 @@ def teachable(event: OutcomeObserved) -> list[Operation]:
     for op in sorted(event.operations, key=lambda o: o.order):
         last[op.target] = op
     done = {target for target, op in last.items() if op.ok}
-    if len(done) == len(last):
-        return []
     return [op for op in event.operations if op.target in done]
 
 
@@ -231,14 +248,13 @@ def dead_ends(operations: list[Operation]) -> list[Operation]:
     for op in ordered:
         if not op.ok and op.target not in worked and not looks_transient(op.error):
             found[op.target, op.op] = op
-    shared: dict[tuple[str, str], set[str]] = {}
+    alike = _alike(ordered)
     tried: dict[str, int] = {}
-    for (target, name), op in found.items():
-        shared.setdefault((target, op.error), set()).add(name)
+    for target, _ in found:
         tried[target] = tried.get(target, 0) + 1
     # No alternative worked only if one was tried: a lone failure is no dead end.
     return [op for op in found.values()
-            if len(shared[op.target, op.error]) == 1 and tried[op.target] > 1]
+            if (op.target, op.error) not in alike and tried[op.target] > 1]
 
 
 def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
