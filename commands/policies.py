@@ -288,6 +288,12 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
                 r.target == worked.target and r.prefer_op == worked.op
                 and r.longevity != "tentative" for r in here)):
             continue  # a blip on the way to what is already known to work teaches nothing
+        if transient and any(r.target == failed.target and r.prefer_op == failed.op
+                             and r.longevity != "tentative" for r in here):
+            # Nor does a blip of what a settled lesson here vouches for: measured on the
+            # transient-then-lasting world, such lessons were never tested (the agent
+            # keeps using the vouched-for form) and most of the blip lessons still active.
+            continue
         if _retired_covers(view, [event.outcome_id]):
             continue
         lesson_id = derived_id(trigger_id(envelope), "|".join(same))

@@ -18,7 +18,7 @@ is scored from its own truth, which no agent and no ledger ever reads:
 - ``leakage_rate``: of the steps where memory changed the agent's first choice, the share
   where it followed advice learned only in other projects, right there and wrong here.
 - ``transient_lessons_active_rate``: of the lessons (or remembered errors) that came from
-  a transient failure, the share still active at the end.
+  a transient failure, the share still active at the end (pooled over the repeats).
 
 Metrics about what memory did are ``null`` for the ``off`` arm, which has none.
 """
@@ -101,9 +101,10 @@ class Tally:
         epoch = int(self.world.flipped(project, kind, day))
         seen = self.seen[project, kind, epoch]
         hits = {t.form for t in tried if not t.ok and self.structural(project, kind, day, t.form)}
-        if self.world.broken(project, day) == kind:
+        broken = self.world.broken(project, day) == kind
+        if broken:
             # Broken today: every form fails alike, so no attempt shows a form's own
-            # failure, and none can be a repeat of one.
+            # failure, and none can be a repeat of one (nor a stale carry).
             hits, seen = set(), set()
         if seen:
             self.opportunities += 1
@@ -119,7 +120,7 @@ class Tally:
             self.followed += 1
             self.leaked += not first_right and any(
                 self._leaked(a, project, kind, day) for a in advice)
-        if epoch:
+        if epoch and not broken:
             self.after_flip[project, kind].append((first_right, bool(advice) and not first_right))
 
     def _leaked(self, advice: Advice, project: str, kind: str, day: int) -> bool:
@@ -242,6 +243,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
             figures["transient_lessons_active_rate"] = _ratio(
                 sum(row.active for row in born), len(born))
             figures["transient_lessons"] = len(born)
+            figures["transient_lessons_still_active"] = sum(row.active for row in born)
             figures["lessons_active"] = sum(r.active for r in ledger.view.lessons.values())
             figures["lessons_global"] = sum(r.active and r.scope == "global"
                                             for r in ledger.view.lessons.values())
@@ -252,6 +254,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
                      and not tally.structural(p, kind, last, form)]
             figures["transient_lessons_active_rate"] = _ratio(len(still), len(blips))
             figures["transient_lessons"] = len(blips)
+            figures["transient_lessons_still_active"] = len(still)
         else:
             figures.update(dict.fromkeys(_MEMORYLESS))
         ledger.flush()  # the last recalls' records, still queued, count too
@@ -340,5 +343,12 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         summary[key] = round(statistics.fmean(values), 4)
         spread[key] = {"sd": round(statistics.pstdev(values), 4),
                        "min": round(min(values), 4), "max": round(max(values), 4)}
+    # Blip lessons are few (a handful a run, none in some): the rate is pooled over the
+    # repeats, so a run with one such lesson weighs one lesson, not as much as a run
+    # with ten. The spread is still that of the runs' own rates.
+    born = sum(r.get("transient_lessons") or 0 for r in runs)
+    if summary.get("transient_lessons_active_rate") is not None and born:
+        still = sum(r.get("transient_lessons_still_active") or 0 for r in runs)
+        summary["transient_lessons_active_rate"] = round(still / born, 4)
     summary["spread"] = spread
     return summary

@@ -99,7 +99,7 @@ class Agent:
         done = {t.form for t in tried}
         untried = [f for f in range(forms) if f not in done]
         if not untried:  # every form failed once: go round again, by the same ranking
-            untried = [t.form for t in tried[-forms:]]
+            untried = [f for f in range(forms) if sum(t.form == f for t in tried) < 2]
         ranked, advice = self._rank(kind, untried)
         return ranked[0], (advice if ranked[0] != min(untried) else [])
 
@@ -183,7 +183,9 @@ class MemoryAgent(Agent):
         if not tried:
             self._rank(kind, forms)  # what the first choice checks anyway, done first
         score = self._scores(kind)
-        if not tried and all(score[f] < 0 for f in forms):
+        avoided = {a.avoid for target, _, a in self.known.values()
+                   if target == kind and a.prefer < 0}
+        if not tried and avoided >= set(forms) and all(score[f] <= 0 for f in forms):
             # Every form is one the lessons say to avoid: a dead end. Leave it, and say so
             # (the task's outcome is recorded as failed), rather than try each again.
             return -1, [a for target, _, a in self.known.values() if target == kind]

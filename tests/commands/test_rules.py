@@ -992,3 +992,13 @@ def test_every_form_failing_alike_is_no_evidence_about_which_form_is_right(
                   when=day(1), passed=False)
     row = led.lesson(lid)
     assert (row.confidence, row.status, len(row.moves)) == (near(0.5), "trial", 1)
+
+
+def test_a_blip_of_what_a_settled_lesson_vouches_for_teaches_nothing(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")                    # prefer PREFER over AVOID, settled
+    led.lessons(P1, session="s2")
+    later = agent.outcome(P1, "s2", [fail(PREFER, "HTTP 429 Too Many Requests"),
+                                     ok("tox")], when=day(1))
+    assert agent.loop_lessons(later) == []
+    assert led.lesson(lid).confidence == near(0.5)
