@@ -14,6 +14,7 @@ from uuid import UUID
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
+    EnvironmentChanged,
     LessonConfirmed,
     LessonContradicted,
     LessonDemoted,
@@ -38,7 +39,8 @@ def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEven
     """Return what the ledger decides in reaction to ``event``."""
     match event:
         case OutcomeObserved():
-            decided = _attribute(view, event, envelope)
+            decided = _observed_environment(view, event)
+            decided += _attribute(view, event, envelope)
             decided += _learn(view, event, envelope, decided)
             return decided
         case LessonProposed():
@@ -53,6 +55,34 @@ def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEven
             return _promote(view, row)
         case _:
             return []
+
+
+def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyEvent]:
+    """An outcome's fingerprint that differs from what the project's lessons are bound to.
+
+    Issue 12, rule 6: until now only a declared change (``declare_environment_change``)
+    moved bound lessons, so an outcome recorded under ``tool=2.0`` left a lesson learned
+    under ``tool=1.0`` trusted. Seed 003 drops a lesson to trial automatically when a
+    fingerprint component changes: the ledger declares the change itself, as an event
+    (one per changed component, naming the value the first such lesson was bound to),
+    and the fold does the rest exactly as for a declared one. Only the project's own
+    lessons: a global lesson is bound to what several projects had, and one project's
+    upgrade says nothing about the others. A component the outcome does not report is
+    no change.
+    """
+    changed: dict[str, str] = {}
+    if not event.fingerprint:
+        return []
+    for row in view.active_for(event.project):
+        if row.scope != event.project:
+            continue
+        for component, value in event.fingerprint.items():
+            bound = row.fingerprint.get(component)
+            if bound is not None and bound != value:
+                changed.setdefault(component, bound)
+    return [EnvironmentChanged(scope=event.project, component=component, old=old,
+                               new=event.fingerprint[component])
+            for component, old in sorted(changed.items())]
 
 
 def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:

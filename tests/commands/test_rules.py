@@ -1002,3 +1002,25 @@ def test_a_blip_of_what_a_settled_lesson_vouches_for_teaches_nothing(agent: Agen
                                      ok("tox")], when=day(1))
     assert agent.loop_lessons(later) == []
     assert led.lesson(lid).confidence == near(0.5)
+
+
+def test_an_outcome_under_another_fingerprint_drops_the_lessons_bound_to_the_old_one(
+        agent: Agent) -> None:
+    led = agent.ledger
+    bound = agent.learn(P1, "s1", fingerprint={"tool": "1.0"})
+    other = agent.learn(P2, "s1", target="docs", fingerprint={"tool": "1.0"})
+    agent.trusted(P1, bound, ["s2", "s3"], when=day(1))
+    agent.trusted(P2, other, ["s2", "s3"], when=day(1))
+    # Not a change: the same value, or a fingerprint that does not name the component.
+    agent.outcome(P1, "s4", [ok("ruff", "lint")], when=day(2), fingerprint={"tool": "1.0"})
+    agent.outcome(P1, "s4", [ok("ruff", "lint")], when=day(2), fingerprint={"os": "linux"})
+    assert led.lesson(bound).status == "trusted"
+    agent.outcome(P1, "s5", [ok("ruff", "lint")], when=day(3), fingerprint={"tool": "2.0"})
+    row = led.lesson(bound)
+    assert (row.status, row.fingerprint) == ("trial", {"tool": "2.0"})
+    assert (row.moves[-1].type, row.moves[-1].note) == ("environment.changed",
+                                                        "tool: 1.0 -> 2.0")
+    assert led.lesson(other).status == "trusted"     # another project's is its own
+    head = led.log.head()
+    agent.outcome(P1, "s6", [ok("ruff", "lint")], when=day(4), fingerprint={"tool": "2.0"})
+    assert led.log.head() == head + 1, "bound to 2.0 now: nothing more to declare"
