@@ -270,6 +270,7 @@ def run(config: WorldConfig, repeats: int = 5,
     ``world`` names a family (:data:`~lessonledger.ops.trapworld.FAMILIES`) whose knobs
     replace ``config``'s; without it ``config`` is run as it is.
     """
+    family_run = world is not None
     if world is not None:
         config = family_config(config, world)
     per_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
@@ -289,9 +290,10 @@ def run(config: WorldConfig, repeats: int = 5,
     result: dict[str, Any] = {"world": config.family, "arms": arms,
                               "config": {**asdict(config), "repeats": repeats}}
     targets = dict(TARGETS)
-    if world is not None:  # a family run: issue 12's targets (and issue 5's off on default)
-        targets = {**({k: TARGETS[k] for k in ("off.repeat_error_rate",)}
-                      if world == "default" else {}), **FAMILY_TARGETS}
+    if family_run:  # issue 12's targets (and issue 5's for off, on the default world)
+        off = "off.repeat_error_rate"
+        targets = {**({off: TARGETS[off]} if config.family == "default" else {}),
+                   **FAMILY_TARGETS}
     result["targets"] = {name: f"{op} {value}" for name, (op, value) in targets.items()}
     met = {name: _meets(arms, name, op, value) for name, (op, value) in targets.items()}
     met["memory.steps_per_task < last_error.steps_per_task"] = (
