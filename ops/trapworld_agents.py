@@ -13,7 +13,14 @@ remembers:
   not vouch for), except lessons the ledger marks tentative
   (learned from a failure that looked transient): those it tests by trying the avoided form
   anyway, which is how the ledger tells a blip from a trap. Lessons recall labels as
-  contradicting the current belief are not followed.
+  contradicting the current belief are not followed. A target every form of which an
+  ``avoid`` lesson covers (and none is preferred) is a dead end: it leaves it, and the
+  task's outcome says it failed.
+
+Every arm stops on a target once two different forms failed with one and the same
+lasting error (the target is failing, a broken test say, not the form), and with
+``retry_blips`` (the ``transient-then-lasting`` family) retries a form once right after
+it failed the way a blip does.
 - ``last_error``: remembers the last failure of each form of each target in each project
   and forgets it on that form's next success; remembered failures are tried last. The
   error store agents start from.
