@@ -111,7 +111,7 @@ class Recaller:
         active = [r for r in self._view.lessons.values() if r.active]
         try:
             index = build(self._items(active), self.embedder)
-        except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+        except Exception as error:  # a plug-in embedder may raise anything
             self._embedding_failed(error, [r.lesson_id for r in active])
             return VectorIndex(self.embedder.name, self.embedder.dim)
         self.degraded = ""
@@ -147,7 +147,7 @@ class Recaller:
             items = self._items(wanted)
             try:
                 self.index.upsert_many([i[0] for i in items], self._vectors(items))
-            except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+            except Exception as error:  # a plug-in embedder may raise anything
                 self._embedding_failed(error, [i[0] for i in items])
                 return
         self.degraded = ""
@@ -189,7 +189,7 @@ class Recaller:
         if len(candidates) and query.strip():
             try:
                 similarities = self._similarities(candidates, query, exact=exact)
-            except Exception as error:  # noqa: BLE001 - a plug-in embedder may raise anything
+            except Exception as error:  # a plug-in embedder may raise anything
                 # BM25 alone ranks while the embedder is down.
                 self.degraded = self.degraded or f"{type(error).__name__}: {error}"[:200]
         order, ranked = rank(candidates, query, similarities, now or time.time_ns())

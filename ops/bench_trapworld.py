@@ -277,10 +277,11 @@ def run(config: WorldConfig, repeats: int = 5,
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lessonledger-trapworld-") as tmp:
         for r in range(repeats):
-            world = World.generate(WorldConfig(**{**asdict(config), "seed": config.seed + r}))
+            generated = World.generate(WorldConfig(**{**asdict(config),
+                                                       "seed": config.seed + r}))
             for arm in ARMS:
                 t0 = time.perf_counter()
-                figures = run_arm(world, arm, Path(tmp) / f"{arm}-{r}")
+                figures = run_arm(generated, arm, Path(tmp) / f"{arm}-{r}")
                 per_arm[arm].append(figures)
                 progress(f"{config.family} repeat {r + 1}/{repeats} {arm:<10} "
                          f"repeat_error_rate={figures['repeat_error_rate']:.3f} "

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 __all__ = ["BROKEN_ERROR", "FAMILIES", "FORMS", "TRANSIENT_ERRORS", "Task", "Truth", "World",
            "WorldConfig", "family_config"]
@@ -156,7 +156,6 @@ FAMILIES: dict[str, dict[str, float | bool]] = {
 
 def family_config(config: WorldConfig, family: str) -> WorldConfig:
     """``config`` with a family's knobs set (the family's, not the caller's, for those)."""
-    from dataclasses import asdict, fields  # noqa: PLC0415
     knobs = {f.name: f.default for f in fields(WorldConfig)
              if f.name in {k for v in FAMILIES.values() for k in v}}
     return WorldConfig(**{**asdict(config), **knobs, **FAMILIES[family], "family": family})
@@ -233,8 +232,11 @@ class World:
         return world
 
     def _families(self) -> None:
-        """Apply the family knobs, from a random stream of their own (the default world's
-        draws stay as they were)."""
+        """Apply the family knobs.
+
+        They draw from a random stream of their own, so the default world's draws stay as
+        they were.
+        """
         config = self.config
         rng = random.Random(f"trapworld/{config.seed}/families")
         early, late = int(config.sessions * 0.25), max(int(config.sessions * 0.85), 1)

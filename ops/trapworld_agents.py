@@ -71,9 +71,9 @@ def _broken(tried: list[Tried]) -> bool:
     """True when two different forms failed with one and the same lasting error."""
     errors: dict[str, int] = {}
     for t in tried:
-        if not t.ok and t.error and not looks_transient(t.error):
-            if errors.setdefault(t.error, t.form) != t.form:
-                return True
+        if not t.ok and t.error and not looks_transient(t.error) \
+                and errors.setdefault(t.error, t.form) != t.form:
+            return True
     return False
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import msgspec
+from lessonledger.ledger.events import Longevity
 
 __all__ = ["DAY_NS", "Rules", "clamp", "looks_transient"]
 
@@ -52,7 +53,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     contradict: float = -0.25
     decay: float = 0.02
     floor: float = 0.2
-    no_decay: tuple[str, ...] = ("explicit",)
+    no_decay: tuple[Longevity, ...] = ("explicit",)
     trusted_sessions: int = 3
     cluster: int = 2
     cluster_window: int = 3

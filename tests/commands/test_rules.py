@@ -957,7 +957,8 @@ class _FlakyEmbedder:
 
     def embed(self, texts: Any) -> Any:
         if self.down:
-            raise ConnectionError("embedding server refused the connection")
+            msg = "embedding server refused the connection"
+            raise ConnectionError(msg)
         return self.inner.embed(texts)
 
 
