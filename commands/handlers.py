@@ -40,12 +40,13 @@ from lessonledger.ledger.events import (
     LessonSuperseded,
     OutcomeObserved,
     ReconcilePassed,
+    RulesAdopted,
 )
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.rules import DAY_NS, Rules, clamp
+from lessonledger.projections.rules import DAY_NS, RULES_VERSION, Rules, clamp, figures_of
 
-__all__ = ["Decided", "command_id", "decide", "occurred_ns", "same_command"]
+__all__ = ["Decided", "adopt", "command_id", "decide", "occurred_ns", "same_command"]
 
 _NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
 
@@ -71,6 +72,20 @@ def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
     """Check ``command`` against ``view`` and return its events; raise if refused."""
     handler: Callable[[Any, LessonView], list[Decided]] = _HANDLERS[type(command)]
     return handler(command, view)
+
+
+def adopt(view: LessonView) -> RulesAdopted | None:
+    """The ``RulesAdopted`` to write before the next command, if the rules wanted differ.
+
+    Issue 12, rule 9: written in the command's transaction, ahead of the command, under
+    an id of its own (never the command's key, so a retry is still known as one), and
+    folded before the command is decided: the command, its policies and every later fold
+    then use the rules it records.
+    """
+    wanted = view.to_adopt()
+    if wanted is None:
+        return None
+    return RulesAdopted(version=RULES_VERSION, figures=figures_of(wanted))
 
 
 def _refuse(fields: Iterable[tuple[str, str]]) -> None:

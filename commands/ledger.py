@@ -49,7 +49,13 @@ from lessonledger.commands.errors import (
     KeyReusedError,
     UnknownLessonError,
 )
-from lessonledger.commands.handlers import command_id, decide, occurred_ns, same_command
+from lessonledger.commands.handlers import (
+    adopt,
+    command_id,
+    decide,
+    occurred_ns,
+    same_command,
+)
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
@@ -66,7 +72,7 @@ from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
 from lessonledger.ledger.events import Erased, decode_event
-from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
@@ -160,7 +166,7 @@ class Ledger:
                     # Nothing more is decided from what the erasure took: the view is
                     # folded afresh up to here, without the erased bodies, and the index
                     # built from the old one may no longer be saved.
-                    self.view = _fold_afresh(log, self.view.rules, record.envelope.position)
+                    self.view = _fold_afresh(log, self.view.wanted, record.envelope.position)
                     self.recaller.retired = True
                     self._erased_since_rebuild = True
             if self.view.position == start:
@@ -259,13 +265,23 @@ class Ledger:
                 # recalled in a session is in play for that session's outcome.
                 with self._records.writing() as writing:
                     self._fold(writing, writing.append)
+                    self._adopt(writing)
                     yield writing
             except BaseException:
                 if writing is not None and writing.appended:
                     # The view folded events that were never committed: open it afresh.
-                    self._open_views(self.view.rules, self.recaller.embedder)
+                    self._open_views(self.view.wanted, self.recaller.embedder)
                 raise
             self._settle()
+
+    def _adopt(self, writing: Writing) -> None:
+        """Record the rules this ledger was opened with, if they are not in force (rule 9)."""
+        event = adopt(self.view)
+        if event is not None:
+            eid = new_event_id()
+            writing.append([new_event(event, stream=eid, version=0, event_id=eid,
+                                      actor="ledger")])
+            self._fold(writing, writing.append)
 
     def _decide(self, command: AnyCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:
@@ -432,7 +448,7 @@ class Ledger:
 
     def view_at(self, position: int) -> LessonView:
         """The lesson view as it stood at ``position``: a fresh fold, no policies run."""
-        return _fold_afresh(self.log, self.view.rules, position)
+        return _fold_afresh(self.log, self.view.wanted, position)
 
     def time_at(self, position: int) -> int:
         """The ledger time (ns) of the event at ``position``."""
@@ -490,7 +506,7 @@ class Ledger:
         self.close()
 
 
-def _fold_afresh(log: EventLog | Writing, rules: Rules, stop: int) -> LessonView:
+def _fold_afresh(log: EventLog | Writing, rules: Rules | None, stop: int) -> LessonView:
     """A new view of the log up to ``stop``; the policies do not run (they acted then)."""
     view = LessonView(rules)
     for record in log.scan():

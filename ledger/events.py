@@ -43,6 +43,7 @@ __all__ = [
     "Operation",
     "OutcomeObserved",
     "ReconcilePassed",
+    "RulesAdopted",
     "Scope",
     "SectionAnchor",
     "Signal",
@@ -192,6 +193,19 @@ class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed")
     exempt: list[Longevity] = []
 
 
+class RulesAdopted(_Event, frozen=True, kw_only=True, tag="rules.adopted"):
+    """The lesson rules in force from here on: their version and every figure.
+
+    ``version`` names the rules' logic (what the policies do), ``figures`` the constants
+    they and the view use (``projections.rules.Rules``, as builtins). A log with none of
+    these was written under the default figures; each fold uses, at every position, the
+    rules in force there.
+    """
+
+    version: Annotated[int, Meta(ge=0)]
+    figures: dict[Name, float | int | list[Name] | dict[Name, int]] = {}
+
+
 class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):
     """A component of a scope's environment fingerprint changed."""
 
@@ -298,6 +312,7 @@ AnyEvent = (
     | LessonSuperseded
     | LessonRecalled
     | ReconcilePassed
+    | RulesAdopted
     | EnvironmentChanged
     | SkillBaseRegistered
     | DeltaProposed

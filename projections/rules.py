@@ -7,17 +7,31 @@ figure changes it everywhere, and a rebuilt view agrees with the policies that r
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
 from lessonledger.ledger.events import Longevity
 
-__all__ = ["DAY_NS", "Rules", "clamp", "looks_transient"]
+__all__ = ["DAY_NS", "RULES_VERSION", "Rules", "clamp", "figures_of", "looks_transient",
+           "rules_from"]
 
 DAY_NS = 86_400 * 10**9
+
+#: The version of the rules' logic (what the policies decide, and how the view folds):
+#: 1 is DESIGN §4's as first built, 2 issue 12's. Recorded with the figures in force
+#: (``RulesAdopted``), so ``why`` can say which rules a lesson's moves were made under.
+RULES_VERSION = 2
 
 
 class Rules(msgspec.Struct, frozen=True, kw_only=True):
     """The figures of the lesson lifecycle.
+
+    Issue 12, rule 9: these were constructor configuration only, so a view rebuilt under
+    other figures did not match what the policies had decided, and ``why`` could not say
+    which rules were in force. Now the figures a ledger is opened with are recorded in the
+    log (``RulesAdopted``) at its first write if they are not the ones in force, and the
+    view folds every position under the rules in force there (the defaults before any
+    adoption). A ledger opened without rules keeps whatever the log says is in force.
 
     Attributes:
         start_loop: starting confidence of a lesson the loop derived mechanically.
@@ -61,6 +75,17 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"tentative": 30, "ongoing": 90}
     )
     cap: int = 200
+
+
+def figures_of(rules: Rules) -> dict[str, Any]:
+    """Every figure of ``rules`` as builtins: what a ``RulesAdopted`` event records."""
+    figures: dict[str, Any] = msgspec.to_builtins(rules)
+    return figures
+
+
+def rules_from(figures: dict[str, Any]) -> Rules:
+    """The rules a ``RulesAdopted`` event recorded (figures it lacks keep their defaults)."""
+    return msgspec.convert(figures, Rules, strict=False)
 
 
 def clamp(confidence: float) -> float:

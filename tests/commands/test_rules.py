@@ -1025,3 +1025,37 @@ def test_an_outcome_under_another_fingerprint_drops_the_lessons_bound_to_the_old
     head = led.log.head()
     agent.outcome(P1, "s6", [ok("ruff", "lint")], when=day(4), fingerprint={"tool": "2.0"})
     assert led.log.head() == head + 1, "bound to 2.0 now: nothing more to declare"
+
+
+def test_the_rules_in_force_are_in_the_log_and_every_fold_uses_them(tmp_path: Path) -> None:
+    from lessonledger.projections.lessons import LessonView
+    from lessonledger.projections.rules import RULES_VERSION
+    with open_ledger(tmp_path, sync=False, rules=Rules(confirm=0.3)) as led:
+        agent = Agent(led)
+        lid = agent.learn(P1, "s1")
+        agent.confirm(P1, "s2", lid, when=day(1))
+        assert led.lesson(lid).confidence == near(0.8)
+        adopted = [r for r in led.log.scan() if r.envelope.type == "rules.adopted"]
+        assert len(adopted) == 1
+        assert adopted[0].envelope.position < led.lesson(lid).moves[0].position
+        # Rebuilt by a view that knows nothing of the figures: the same view.
+        rebuilt = LessonView()
+        for record in led.log.scan():
+            rebuilt.apply(record)
+        assert rebuilt.dump() == led.view.dump()
+        why = led.why(lid)
+        assert [r.figures["confirm"] for r in why.rules] == [0.3]
+        assert {s.rules_version for s in why.steps} == {RULES_VERSION}
+        sent = agent._sent
+    # Opened without rules: what the log says is in force stays in force.
+    with open_ledger(tmp_path, sync=False) as led:
+        agent = Agent(led, sent=sent)
+        agent.confirm(P1, "s3", lid, when=day(2))
+        assert led.lesson(lid).confidence == near(1.0)
+        sent = agent._sent
+    # Opened with other rules: adopted at the next write, recorded again.
+    with open_ledger(tmp_path, sync=False, rules=Rules()) as led:
+        agent = Agent(led, sent=sent)
+        agent.contradict(P1, "s4", lid, when=day(3))
+        assert led.lesson(lid).confidence == near(0.75)
+        assert [r.figures["confirm"] for r in led.view.adoptions] == [0.3, 0.15]
