@@ -8,6 +8,7 @@ import msgspec
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.recall import Recaller
 from lessonledger.ledger.log import EventLog
+from lessonledger.projections.lesson_rows import Adoption
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.recall import MAX_LESSONS, MAX_TOKENS, Ranked
 
@@ -25,6 +26,10 @@ class Step(msgspec.Struct, frozen=True):
     outcome: UUID | None
     confidence: float
     note: str
+    #: The version of the rules in force at this step, and where they were adopted
+    #: (0, 0: the defaults, none adopted yet); ``Why.rules`` has their figures.
+    rules_version: int = 0
+    rules_at: int = 0
 
 
 class RecallVerdict(msgspec.Struct, frozen=True):
@@ -44,6 +49,8 @@ class Why(msgspec.Struct, frozen=True):
     lesson: LessonRow
     steps: list[Step]
     recall: RecallVerdict | None = None
+    #: Every adoption of rules in force at one of the steps (none: the defaults were).
+    rules: list[Adoption] = []
 
 
 def explain(view: LessonView, log: EventLog, recaller: Recaller, lesson_id: UUID, *,
@@ -54,14 +61,21 @@ def explain(view: LessonView, log: EventLog, recaller: Recaller, lesson_id: UUID
     if row is None:
         raise UnknownLessonError(lesson_id)
     steps = []
+    rules: dict[int, Adoption] = {}
     for move in row.moves:
         envelope = log.read(move.position, limit=1)[0].envelope
+        adoption = view.rules_at(move.position)
+        if adoption is not None:
+            rules[adoption.position] = adoption
         steps.append(Step(move.position, envelope.recorded_at, move.type, envelope.actor,
-                          envelope.session, move.outcome, move.confidence, move.note))
+                          envelope.session, move.outcome, move.confidence, move.note,
+                          adoption.version if adoption else 0,
+                          adoption.position if adoption else 0))
     verdict = None
     if project is not None:
         verdict = _verdict(view, recaller, row, project, query or "", now)
-    return Why(msgspec.structs.replace(row, moves=list(row.moves)), steps, verdict)
+    return Why(msgspec.structs.replace(row, moves=list(row.moves)), steps, verdict,
+               list(rules.values()))
 
 
 def _verdict(view: LessonView, recaller: Recaller, row: LessonRow, project: str, query: str,

@@ -41,12 +41,22 @@ from lessonledger.ledger.events import (
     LessonSuperseded,
     OutcomeObserved,
     ReconcilePassed,
+    RulesAdopted,
 )
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.rules import DAY_NS, Rules, clamp
+from lessonledger.projections.rules import DAY_NS, RULES_VERSION, Rules, clamp, figures_of
 
-__all__ = ["Decided", "command_digest", "command_id", "decide", "occurred_ns", "same_command"]
+__all__ = [
+    "Decided",
+    "adopt",
+    "command_digest",
+    "command_id",
+    "could_be",
+    "decide",
+    "occurred_ns",
+    "same_command",
+]
 
 _NAMESPACE = UUID("0b6c1a7e-95d3-4f0e-8a2b-6d4c3e2f1a90")
 
@@ -77,6 +87,20 @@ def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
     first, *rest = handler(command, view)
     stamped = msgspec.structs.replace(first.event, command_digest=command_digest(command))
     return [msgspec.structs.replace(first, event=stamped), *rest]
+
+
+def adopt(view: LessonView) -> RulesAdopted | None:
+    """The ``RulesAdopted`` to write before the next command, if the rules wanted differ.
+
+    Issue 12, rule 9: written in the command's transaction, ahead of the command, under
+    an id of its own (never the command's key, so a retry is still known as one), and
+    folded before the command is decided: the command, its policies and every later fold
+    then use the rules it records.
+    """
+    wanted = view.to_adopt()
+    if wanted is None:
+        return None
+    return RulesAdopted(version=RULES_VERSION, figures=figures_of(wanted))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -195,12 +219,14 @@ def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decide
 def _reconcile(cmd: Reconcile, view: LessonView) -> list[Decided]:
     now = occurred_ns(cmd.now)
     rules = view.rules
-    decided = [Decided(ReconcilePassed(now=now, decay=rules.decay))]
+    exempt = list(rules.no_decay)
+    decided = [Decided(ReconcilePassed(now=now, decay=rules.decay, exempt=exempt))]
     survivors: dict[str, list[tuple[float, LessonRow]]] = {}
     for row in view.lessons.values():
         if not row.active:
             continue
-        after = clamp(row.confidence - (rules.decay if row.in_play_epoch < view.epoch else 0.0))
+        fades = row.in_play_epoch < view.epoch and row.longevity not in exempt
+        after = clamp(row.confidence - (rules.decay if fades else 0.0))
         reason = _leaves(row, after, now, rules)
         if reason:
             decided.append(Decided(LessonSuperseded(lesson_id=row.lesson_id, reason=reason)))

@@ -47,6 +47,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
 )
 from lessonledger.commands.handlers import (
+    adopt,
     command_id,
     could_be,
     decide,
@@ -71,7 +72,7 @@ from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import Receipt, minted, minted_events
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.ledger.events import decode_event
-from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
@@ -263,13 +264,23 @@ class Ledger(ReadSide):
                 # recalled in a session is in play for that session's outcome.
                 with self._records.writing() as writing:
                     self._fold(writing, writing.append)
+                    self._adopt(writing)
                     yield writing
             except BaseException:
                 if writing is not None and writing.appended:
                     # The view folded events that were never committed: open it afresh.
-                    self._open_views(self.view.rules, self.recaller.embedder)
+                    self._open_views(self.view.wanted, self.recaller.embedder)
                 raise
             self._settle()
+
+    def _adopt(self, writing: Writing) -> None:
+        """Record the rules this ledger was opened with, if they are not in force (rule 9)."""
+        event = adopt(self.view)
+        if event is not None:
+            eid = new_event_id()
+            writing.append([new_event(event, stream=eid, version=0, event_id=eid,
+                                      actor="ledger")])
+            self._fold(writing, writing.append)
 
     def _decide(self, command: AnyCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:

@@ -14,6 +14,7 @@ from uuid import UUID
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
+    EnvironmentChanged,
     LessonConfirmed,
     LessonContradicted,
     LessonDemoted,
@@ -27,7 +28,8 @@ from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import clamp, looks_transient
 
-__all__ = ["TRIGGERS", "failed_then_succeeded", "react", "trigger_id", "verdict"]
+__all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable",
+           "trigger_id", "verdict"]
 
 #: Event types a policy reacts to.
 TRIGGERS = frozenset({"outcome.observed", "lesson.proposed", "lesson.confirmed"})
@@ -37,9 +39,9 @@ def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEven
     """Return what the ledger decides in reaction to ``event``."""
     match event:
         case OutcomeObserved():
-            decided = _attribute(view, event, envelope.session)
-            if event.passed:
-                decided += _learn(view, event, envelope, decided)
+            decided = _observed_environment(view, event)
+            decided += _attribute(view, event, envelope)
+            decided += _learn(view, event, envelope, decided)
             return decided
         case LessonProposed():
             return _promote(view, view.lessons[event.lesson_id])
@@ -55,6 +57,34 @@ def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEven
             return []
 
 
+def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyEvent]:
+    """An outcome's fingerprint that differs from what the project's lessons are bound to.
+
+    Issue 12, rule 6: until now only a declared change (``declare_environment_change``)
+    moved bound lessons, so an outcome recorded under ``tool=2.0`` left a lesson learned
+    under ``tool=1.0`` trusted. Seed 003 drops a lesson to trial automatically when a
+    fingerprint component changes: the ledger declares the change itself, as an event
+    (one per changed component, naming the value the first such lesson was bound to),
+    and the fold does the rest exactly as for a declared one. Only the project's own
+    lessons: a global lesson is bound to what several projects had, and one project's
+    upgrade says nothing about the others. A component the outcome does not report is
+    no change.
+    """
+    changed: dict[str, str] = {}
+    if not event.fingerprint:
+        return []
+    for row in view.active_for(event.project):
+        if row.scope != event.project:
+            continue
+        for component, value in event.fingerprint.items():
+            bound = row.fingerprint.get(component)
+            if bound is not None and bound != value:
+                changed.setdefault(component, bound)
+    return [EnvironmentChanged(scope=event.project, component=component, old=old,
+                               new=event.fingerprint[component])
+            for component, old in sorted(changed.items())]
+
+
 def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     """Judge a lesson by operations: True confirms, False contradicts, None: not exercised.
 
@@ -63,14 +93,19 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     prediction: a timeout neither proves A broken nor B wrong. For a lesson learned from
     a transient-looking failure only the avoided operation counts: failing again (however)
     supports it, succeeding refutes it (and :func:`_attribute` supersedes it as
-    ``refuted``); the detour succeeding proves nothing.
+    ``refuted``); the detour succeeding proves nothing. Nor does an error that different
+    operations on the target gave alike (issue 12): a broken test fails every way of
+    running it, and says nothing about which way is right.
     """
     held: list[bool] = []
     tentative = row.longevity == "tentative"
+    alike = _alike(operations)
     for op in operations:
         if op.target != row.target or (not op.ok and not tentative
                                        and looks_transient(op.error)):
             continue
+        if not op.ok and (op.target, op.error) in alike:
+            continue  # every form failing alike: the target failed, not the operation
         if op.op == row.avoid_op and row.kind in ("prefer", "avoid"):
             held.append(not op.ok)
         elif op.op == row.prefer_op and row.kind in ("prefer", "do") and not tentative:
@@ -78,6 +113,19 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     if not held:
         return None
     return all(held)
+
+
+def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
+    """(target, error) pairs that two or more different operations failed with."""
+    seen: dict[tuple[str, str], str] = {}
+    alike: set[tuple[str, str]] = set()
+    for op in operations:
+        if op.ok or not op.error:
+            continue
+        first = seen.setdefault((op.target, op.error), op.op)
+        if first != op.op:
+            alike.add((op.target, op.error))
+    return alike
 
 
 def _survivor(view: LessonView, lesson_id: UUID) -> UUID:
@@ -106,10 +154,11 @@ def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[Les
     return [r for r in rows if r.active or r.status == "claimed"]
 
 
-def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[AnyEvent]:
+def _attribute(view: LessonView, event: OutcomeObserved,
+               envelope: Envelope) -> list[AnyEvent]:
     decided: list[AnyEvent] = []
     rules = view.rules
-    for row in _in_play(view, event, session):
+    for row in _in_play(view, event, envelope.session):
         held = verdict(row, event.operations)
         if held is None or (row.scope not in (event.project, "global")):
             continue
@@ -128,13 +177,52 @@ def _attribute(view: LessonView, event: OutcomeObserved, session: str) -> list[A
         if row.scope == "global" and event.project not in row.projects and row.projects:
             decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
                                          outcome_id=event.outcome_id))
+            decided += _split(view, row, event, envelope)
         if clamp(row.confidence + rules.contradict) < rules.floor:
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="decayed"))
     return decided
 
 
+def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
+           envelope: Envelope) -> list[AnyEvent]:
+    """A demoted global lesson, kept in every project that supported it (issue 12, rule 2).
+
+    Demotion moves the lesson to its last confirmer; every other project that supported
+    it (and is not the one that just contradicted it) gets a project lesson of its own,
+    citing its own outcomes, at the confidence it had there. Measured on an independent
+    trap world, demoting to one project left the others that relied on the lesson with
+    nothing, and they went back to the trap (6 of 30 repeat errors). A lesson ever
+    demoted is never promoted again, so the copies stay in their projects.
+    """
+    copies: list[AnyEvent] = []
+    for project in row.projects[:-1]:
+        if project == event.project:
+            continue
+        evidence = [o for o in row.evidence
+                    if o in view.outcomes and view.outcomes[o].project == project]
+        if not evidence:
+            continue
+        copies.append(LessonProposed(
+            lesson_id=derived_id(trigger_id(envelope), f"split|{row.lesson_id}|{project}"),
+            text=row.text, kind=row.kind,  # type: ignore[arg-type]
+            avoid_op=row.avoid_op, prefer_op=row.prefer_op, target=row.target,
+            scope=project, source=row.source,  # type: ignore[arg-type]
+            derivation=row.derivation,  # type: ignore[arg-type]
+            longevity=row.longevity,  # type: ignore[arg-type]
+            fingerprint=dict(row.fingerprint), evidence=evidence,
+            confidence=row.confidence))
+    return copies
+
+
 def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
-    """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal."""
+    """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal.
+
+    When A failed more than once before B worked, the pair carries A's lasting failure if
+    it had one (issue 12, rule 3): a timeout followed by ``no rule to make target`` is a
+    trap that also blipped, not a blip. Keeping the first failure made such lessons
+    tentative, so agents tested them by walking back into the trap (3 of 30 repeat
+    errors on an independent world).
+    """
     ordered = sorted(operations, key=lambda o: o.order)
     found: dict[tuple[str, str, str], tuple[Operation, Operation]] = {}
     for i, failed in enumerate(ordered):
@@ -142,9 +230,61 @@ def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, 
             continue
         for later in ordered[i + 1:]:
             if later.ok and later.target == failed.target and later.op != failed.op:
-                found.setdefault((failed.op, later.op, failed.target), (failed, later))
+                key = (failed.op, later.op, failed.target)
+                prior = found.get(key)
+                if prior is None or (looks_transient(prior[0].error)
+                                     and not looks_transient(failed.error)):
+                    found[key] = (failed, later)
                 break
     return list(found.values())
+
+
+def teachable(event: OutcomeObserved) -> list[Operation]:
+    """The operations the loop may learn a preference from (issue 12, rule 1).
+
+    DESIGN §4 learns only from a passing task. Measured on an independent trap world,
+    that left a target that went fail-then-succeed inside a task that failed on another
+    target with no lesson, and it was the largest cause of repeated errors (19 of 30),
+    and the reason a flip inside a failed task left the stale lesson standing (rule 4).
+    A preference is about operations on one target, and the task's verdict is about the
+    task: so every target the outcome finished (its last operation succeeded) teaches,
+    whether the task passed or not. A task can fail with every target finished too (an
+    agent that skipped a known dead end and said so); should the success it learned from
+    be a false one, following the lesson contradicts it like any other.
+    """
+    if event.passed:
+        return event.operations
+    last: dict[str, Operation] = {}
+    for op in sorted(event.operations, key=lambda o: o.order):
+        last[op.target] = op
+    done = {target for target, op in last.items() if op.ok}
+    return [op for op in event.operations if op.target in done]
+
+
+def dead_ends(operations: list[Operation]) -> list[Operation]:
+    """Operations that failed for a lasting reason on a target nothing worked on (rule 5).
+
+    One per operation (its last lasting failure), in order, and only where at least two
+    operations failed so (an alternative was tried and did not work either). Seed 003:
+    failed approaches are first-class, with the condition and the symptom. Two things
+    keep a failure out:
+    a transient-looking error (the world blinked), and an error that different operations
+    on the target all gave alike (the target is what failed, a broken test say, not the
+    operation: every form of running it reports the same thing).
+    """
+    ordered = sorted(operations, key=lambda o: o.order)
+    worked = {o.target for o in ordered if o.ok}
+    found: dict[tuple[str, str], Operation] = {}
+    for op in ordered:
+        if not op.ok and op.target not in worked and not looks_transient(op.error):
+            found[op.target, op.op] = op
+    alike = _alike(ordered)
+    tried: dict[str, int] = {}
+    for target, _ in found:
+        tried[target] = tried.get(target, 0) + 1
+    # No alternative worked only if one was tried: a lone failure is no dead end.
+    return [op for op in found.values()
+            if (op.target, op.error) not in alike and tried[op.target] > 1]
 
 
 def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
@@ -159,10 +299,11 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
     # is not superseded again.
     contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)} - {
         d.lesson_id for d in decided if isinstance(d, LessonSuperseded)}
-    pairs = failed_then_succeeded(event.operations)
+    pairs = failed_then_succeeded(teachable(event))
     solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
     # The view does not move while a policy decides: one read of the project's lessons.
-    here = view.active_for(event.project) if pairs else []
+    ends = dead_ends(event.operations)
+    here = view.active_for(event.project) if pairs or ends else []
     for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
         transient = looks_transient(failed.error)
@@ -177,13 +318,22 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
                 r.target == worked.target and r.prefer_op == worked.op
                 and r.longevity != "tentative" for r in here)):
             continue  # a blip on the way to what is already known to work teaches nothing
+        if transient and any(r.target == failed.target and r.prefer_op == failed.op
+                             and r.longevity != "tentative" for r in here):
+            # Nor does a blip of what a settled lesson here vouches for: measured on the
+            # transient-then-lasting world, such lessons were never tested (the agent
+            # keeps using the vouched-for form) and most of the blip lessons still active.
+            continue
         if _retired_covers(view, [event.outcome_id]):
             continue
         lesson_id = derived_id(trigger_id(envelope), "|".join(same))
         # Replaced: a tentative lesson this structural failure shows was right after all,
         # or, when the world flipped, the lessons this outcome just contradicted that said
         # the opposite: the chain then shows both the old and the new evidence.
+        # Only the project's own: a global lesson contradicted here still holds where it
+        # was learned, and this project's new lesson overrules it here (issue 12, rule 2).
         stale = [r for r in here if r.lesson_id in contradicted and r.target == failed.target
+                 and r.scope == event.project
                  and (r.prefer_op == failed.op or r.avoid_op == worked.op)]
         # The exact reverse, when there is one, is what the new lesson supersedes.
         stale.sort(key=lambda r: r.same_as != ("prefer", worked.op, failed.op, failed.target))
@@ -204,6 +354,42 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
         learned += [LessonSuperseded(lesson_id=r.lesson_id, reason="replaced", by=lesson_id)
                     for r in stale]
         contradicted -= {r.lesson_id for r in stale}
+    learned += _avoid(view, event, envelope, ends, here, touched)
+    return learned
+
+
+def _avoid(view: LessonView, event: OutcomeObserved, envelope: Envelope,
+           ends: list[Operation], here: list[LessonRow], touched: set[object]) -> list[AnyEvent]:
+    """``avoid A for T``: A failed for a lasting reason and nothing worked on T (rule 5).
+
+    DESIGN §4 only learns preferences, so an operation with no working alternative was
+    tried again in every session (seed 003's dead end). Negative lessons are more often
+    wrong than positive ones, so they start lower (``Rules.start_avoid``): one
+    contradiction (the operation working) takes them under the floor, and unused they
+    decay away sooner. They are never promoted from a single sighting's scope either:
+    promotion needs a second project to learn the same, as for any lesson.
+    """
+    learned: list[AnyEvent] = []
+    for failed in ends:
+        same = ("avoid", failed.op, "", failed.target)
+        known = [r for r in here if r.same_as == same]
+        if known:
+            if known[0].lesson_id not in touched:
+                learned.append(LessonConfirmed(lesson_id=known[0].lesson_id,
+                                               outcome_id=event.outcome_id,
+                                               project=event.project))
+            continue
+        if _retired_covers(view, [event.outcome_id]):
+            continue
+        lesson_id = derived_id(trigger_id(envelope), "|".join(same))
+        learned.append(LessonProposed(
+            lesson_id=lesson_id,
+            text=f"Avoid `{failed.op}` for {failed.target}; nothing else worked there either"
+                 + (f" ({failed.error})" if failed.error else ""),
+            kind="avoid", avoid_op=failed.op, prefer_op="", target=failed.target,
+            scope=event.project, source="loop", derivation="direct", longevity="ongoing",
+            fingerprint=dict(event.fingerprint), evidence=[event.outcome_id],
+            confidence=view.rules.start_avoid))
     return learned
 
 
@@ -241,6 +427,10 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
                                       project=new.scope) for o in new.evidence[:1]
                       if o not in other.evidence)]
     if new.longevity == "tentative":
+        return []
+    # A dead end the loop saw is a fact about one project (seed 003: negative items are
+    # far more context-dependent than positive ones): it is never made global.
+    if new.kind == "avoid" and new.source == "loop":
         return []
     # Known not to hold everywhere: demoted before, or some project found the opposite.
     if view.demoted(new.same_as) or view.disagreeing(new):

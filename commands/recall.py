@@ -7,6 +7,10 @@ queues that record for the next commit rather than waiting for one of its own (s
 :mod:`lessonledger.commands.deferred`). The ranking itself is pure and lives in
 :mod:`lessonledger.projections.recall`; the vector index is a projection kept by
 :mod:`lessonledger.projections.index_keeper`.
+
+An embedder that fails (a plug-in model's server down, say) never fails a command or a
+query (issue 12, rule 8): recall ranks by BM25 alone while the query cannot be embedded
+(seed 004's fallback), and the keeper keeps the lessons it could not index pending.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from uuid import UUID
 
 import msgspec
+import numpy as np
 from lessonledger.ledger.events import LessonRecalled
 from lessonledger.ledger.ids import new_event_id
 from lessonledger.ledger.log import EventLog, NewEvent
@@ -91,6 +96,11 @@ class Recaller:
         self.keeper.retired = value
 
     @property
+    def degraded(self) -> str:
+        """The embedder's last error while lessons wait to be indexed ('' when none)."""
+        return self.keeper.degraded
+
+    @property
     def _view(self) -> LessonView:
         return self.keeper.view
 
@@ -117,16 +127,24 @@ class Recaller:
                       else Candidates(view.active_for(project)))
         similarities = None
         if len(candidates) and query.strip():
-            vector = self.embedder.embed([query])[0]
-            index = self.index
-            if exact:
-                index = VectorIndex(self.embedder.name, self.embedder.dim,
-                                    dtype=self.index.dtype)
-                index.upsert_many(candidates.ids,
-                                  self.keeper.vectors(self.keeper.items(candidates.rows)))
-            similarities = candidates.similarities(index, vector)
+            try:
+                similarities = self._similarities(candidates, query, exact=exact)
+            except Exception as error:  # a plug-in embedder may raise anything
+                # BM25 alone ranks while the embedder is down.
+                self.keeper.degraded = (self.keeper.degraded
+                                        or f"{type(error).__name__}: {error}"[:200])
         order, ranked = rank(candidates, query, similarities, now or time.time_ns())
         return render(candidates, order, ranked, project, query)
+
+    def _similarities(self, candidates: Candidates, query: str, *,
+                      exact: bool) -> np.ndarray | None:
+        vector = self.embedder.embed([query])[0]
+        index = self.index
+        if exact:
+            index = VectorIndex(self.embedder.name, self.embedder.dim, dtype=self.index.dtype)
+            index.upsert_many(candidates.ids,
+                              self.keeper.vectors(self.keeper.items(candidates.rows)))
+        return candidates.similarities(index, vector)
 
     def candidates(self, project: str) -> Candidates:
         """The project's candidates in the live view, gathered again only once changed."""

@@ -59,6 +59,7 @@ __all__ = [
     "Operation",
     "OutcomeObserved",
     "ReconcilePassed",
+    "RulesAdopted",
     "Scope",
     "SectionAnchor",
     "Signal",
@@ -249,15 +250,32 @@ class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed")
     """A reconcile pass ran as of ``now`` (nanoseconds since the epoch).
 
     Every active lesson that was not in play since the previous pass loses ``decay``
-    confidence: an unused lesson fades. Which lessons those are follows from the log.
+    confidence, unless its longevity is ``exempt``: an unused lesson fades. Which lessons
+    those are follows from the log.
     """
 
     now: int
     decay: Confidence = 0.02
+    #: Longevities that do not decay at this pass. Empty in passes recorded before issue
+    #: 12 (when every unused lesson decayed), so a rebuild folds them as they ran.
+    exempt: list[Longevity] = []
     #: The digest of the whole command that wrote this as its first event (see
     #: ``commands.handlers.command_digest``): a retry under the same key must match it.
     #: Empty when a policy decided the event, or an older ledger wrote it.
     command_digest: Digest = b""
+
+
+class RulesAdopted(_Event, frozen=True, kw_only=True, tag="rules.adopted"):
+    """The lesson rules in force from here on: their version and every figure.
+
+    ``version`` names the rules' logic (what the policies do), ``figures`` the constants
+    they and the view use (``projections.rules.Rules``, as builtins). A log with none of
+    these was written under the default figures; each fold uses, at every position, the
+    rules in force there.
+    """
+
+    version: Annotated[int, Meta(ge=0)]
+    figures: dict[Name, float | int | list[Name] | dict[Name, int]] = {}
 
 
 class EnvironmentChanged(_Event, frozen=True, kw_only=True, tag="environment.changed"):
@@ -374,6 +392,7 @@ AnyEvent = (
     | LessonSuperseded
     | LessonRecalled
     | ReconcilePassed
+    | RulesAdopted
     | EnvironmentChanged
     | SkillBaseRegistered
     | DeltaProposed

@@ -6,7 +6,9 @@ project working one task a day, with a reconcile pass once a simulated week. The
 is scored from its own truth, which no agent and no ledger ever reads:
 
 - ``repeat_error_rate``: of the steps on a target where the agent had already seen a form
-  fail structurally (since the last flip), the share where it hit one of those again.
+  fail structurally (since the last flip), the share where it hit one of those again. A
+  step on a target broken that day (``failing-tasks``: every form fails alike) shows no
+  form's own failure and is left out.
 - ``steps_per_task``: attempts per task. ``first_attempt_success``: share of steps whose
   first attempt worked.
 - ``sessions_to_recover``: after a flip, the sessions on that target whose first attempt
@@ -16,7 +18,7 @@ is scored from its own truth, which no agent and no ledger ever reads:
 - ``leakage_rate``: of the steps where memory changed the agent's first choice, the share
   where it followed advice learned only in other projects, right there and wrong here.
 - ``transient_lessons_active_rate``: of the lessons (or remembered errors) that came from
-  a transient failure, the share still active at the end.
+  a transient failure, the share still active at the end (pooled over the repeats).
 
 Metrics about what memory did are ``null`` for the ``off`` arm, which has none.
 """
@@ -36,7 +38,7 @@ from uuid import UUID
 
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.commands.messages import Operation
-from lessonledger.ops.trapworld import FORMS, World, WorldConfig
+from lessonledger.ops.trapworld import FAMILIES, FORMS, World, WorldConfig, family_config
 from lessonledger.ops.trapworld_agents import (
     ARMS,
     Advice,
@@ -46,7 +48,8 @@ from lessonledger.ops.trapworld_agents import (
     Tried,
 )
 
-__all__ = ["METRICS", "TARGETS", "Tally", "run", "run_arm", "work_task"]
+__all__ = ["FAMILY_TARGETS", "METRICS", "TARGETS", "Tally", "run", "run_all", "run_arm",
+           "work_task"]
 
 METRICS = ("repeat_error_rate", "steps_per_task", "first_attempt_success",
            "sessions_to_recover", "stale_carry_rate", "leakage_rate",
@@ -55,6 +58,10 @@ METRICS = ("repeat_error_rate", "steps_per_task", "first_attempt_success",
 TARGETS = {"memory.repeat_error_rate": ("<=", 0.05), "off.repeat_error_rate": (">=", 0.6),
            "memory.stale_carry_rate": ("<=", 0.05), "memory.leakage_rate": ("<=", 0.01),
            "memory.transient_lessons_active_rate": ("<=", 0.05)}
+#: Issue 12's targets, on every world family (the default's ``off`` target stays).
+FAMILY_TARGETS = {"memory.repeat_error_rate": ("<=", 0.03),
+                  "memory.stale_carry_rate": ("<=", 0.05), "memory.leakage_rate": ("<=", 0.01),
+                  "memory.transient_lessons_active_rate": ("<=", 0.05)}
 _MEMORYLESS = ("stale_carry_rate", "leakage_rate", "transient_lessons_active_rate")
 START = datetime(2026, 1, 5, 9, tzinfo=UTC)
 #: A reconcile pass (decay, expiry, caps) after every this many days.
@@ -91,23 +98,29 @@ class Tally:
     def step(self, project: str, kind: str, day: int, tried: list[Tried],
              advice: list[Advice]) -> None:
         """Score one target of a task: its attempts, and the advice that chose the first."""
-        truth = self.world.truth[project, kind]
-        epoch = int(truth.flips and day >= self.world.config.flip_day)
+        epoch = int(self.world.flipped(project, kind, day))
         seen = self.seen[project, kind, epoch]
         hits = {t.form for t in tried if not t.ok and self.structural(project, kind, day, t.form)}
+        broken = self.world.broken(project, day) == kind
+        if broken:
+            # Broken today: every form fails alike, so no attempt shows a form's own
+            # failure, and none can be a repeat of one (nor a stale carry).
+            hits, seen = set(), set()
         if seen:
             self.opportunities += 1
             self.repeats += bool(hits & seen)
         seen |= hits
         self.steps += 1
         self.attempts += len(tried)
-        first_right = not self.structural(project, kind, day, tried[0].form)
-        self.first_ok += tried[0].ok
+        # Nothing tried: the agent left a target it knew to be a dead end, and reported it.
+        first_right = (not self.world.works(project, kind, day) if not tried
+                       else not self.structural(project, kind, day, tried[0].form))
+        self.first_ok += bool(tried) and tried[0].ok
         if advice:
             self.followed += 1
             self.leaked += not first_right and any(
                 self._leaked(a, project, kind, day) for a in advice)
-        if epoch:
+        if epoch and not broken:
             self.after_flip[project, kind].append((first_right, bool(advice) and not first_right))
 
     def _leaked(self, advice: Advice, project: str, kind: str, day: int) -> bool:
@@ -126,9 +139,10 @@ class Tally:
                 operations: list[Operation]) -> None:
         """Score a finished task, noting which of its failures were blips."""
         self.tasks += 1
+        broken = self.world.broken(project, day)
         self.transient[outcome_id] = {
-            (o.target, o.op) for o in operations if not o.ok and not self.structural(
-                project, o.target, day, self.world.form(o.target, o.op))}
+            (o.target, o.op) for o in operations if not o.ok and o.target != broken
+            and not self.structural(project, o.target, day, self.world.form(o.target, o.op))}
         blips = [o for o in operations if (o.target, o.op) in self.transient[outcome_id]]
         if blips:
             self.blips.append((project, blips))
@@ -159,12 +173,12 @@ def _ratio(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def _agent(arm: str, ledger: Any) -> Agent:
+def _agent(arm: str, ledger: Any, retry_blips: bool = False) -> Agent:
     if arm == "memory":
-        return MemoryAgent(ledger)
+        return MemoryAgent(ledger, retry_blips=retry_blips)
     if arm == "last_error":
-        return LastErrorAgent(ledger)
-    return Agent(ledger)
+        return LastErrorAgent(ledger, retry_blips=retry_blips)
+    return Agent(ledger, retry_blips=retry_blips)
 
 
 def work_task(world: World, agent: Agent, project: str, day: int, session: str,
@@ -183,14 +197,17 @@ def work_task(world: World, agent: Agent, project: str, day: int, session: str,
         while len(tried) < 2 * len(FORMS[kind]):
             form, advice = agent.next(kind, tried)
             first = advice if not tried else first
-            ok, error = world.attempt(project, kind, form, day, len(tried))
+            if form < 0:
+                break  # the agent gives the target up as a dead end, and reports it
+            ok, error = world.attempt(project, kind, form, day, len(tried),
+                                      sum(t.form == form for t in tried))
             tried.append(Tried(form, ok, error))
             agent.saw(kind, tried[-1])
             operations.append(Operation(op=world.op(kind, form), target=kind, ok=ok,
                                         error=error, order=len(operations)))
             if ok:
                 break
-        passed = passed and tried[-1].ok
+        passed = passed and bool(tried) and tried[-1].ok
         if tally is not None:
             tally.step(project, kind, day, tried, first)
     return operations, passed
@@ -206,13 +223,14 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
     config, tally = world.config, Tally(world)
     last = first_day + config.sessions - 1
     with open_ledger(home, sync=sync) as ledger:
-        agent = _agent(arm, ledger)
+        agent = _agent(arm, ledger, config.retry_blips)
         for day in range(first_day, last + 1):
             for i, project in enumerate(world.projects):
                 operations, passed = work_task(world, agent, project, day,
                                                f"{label}{arm}-{i}-{day}", tally)
                 when = START + timedelta(days=day, minutes=i)
-                outcome = agent.end(world.task(project, day), operations, passed, when)
+                outcome = agent.end(world.task(project, day), operations, passed, when,
+                                    world.fingerprint(project, day))
                 tally.outcome(outcome, project, day, operations)
             if arm == "memory" and (day % RECONCILE_EVERY == RECONCILE_EVERY - 1
                                     or day == last):
@@ -225,6 +243,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
             figures["transient_lessons_active_rate"] = _ratio(
                 sum(row.active for row in born), len(born))
             figures["transient_lessons"] = len(born)
+            figures["transient_lessons_still_active"] = sum(row.active for row in born)
             figures["lessons_active"] = sum(r.active for r in ledger.view.lessons.values())
             figures["lessons_global"] = sum(r.active and r.scope == "global"
                                             for r in ledger.view.lessons.values())
@@ -235,6 +254,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
                      and not tally.structural(p, kind, last, form)]
             figures["transient_lessons_active_rate"] = _ratio(len(still), len(blips))
             figures["transient_lessons"] = len(blips)
+            figures["transient_lessons_still_active"] = len(still)
         else:
             figures.update(dict.fromkeys(_MEMORYLESS))
         ledger.flush()  # the last recalls' records, still queued, count too
@@ -243,30 +263,69 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
 
 
 def run(config: WorldConfig, repeats: int = 5,
-        progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Every arm on ``repeats`` worlds (seeds ``seed``, ``seed + 1``, …)."""
+        progress: Callable[[str], None] = lambda _: None,
+        world: str | None = None) -> dict[str, Any]:
+    """Every arm on ``repeats`` worlds (seeds ``seed``, ``seed + 1``, …).
+
+    ``world`` names a family (:data:`~lessonledger.ops.trapworld.FAMILIES`) whose knobs
+    replace ``config``'s; without it ``config`` is run as it is.
+    """
+    family_run = world is not None
+    if world is not None:
+        config = family_config(config, world)
     per_arm: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lessonledger-trapworld-") as tmp:
         for r in range(repeats):
-            world = World.generate(WorldConfig(**{**asdict(config), "seed": config.seed + r}))
+            generated = World.generate(WorldConfig(**{**asdict(config),
+                                                       "seed": config.seed + r}))
             for arm in ARMS:
                 t0 = time.perf_counter()
-                figures = run_arm(world, arm, Path(tmp) / f"{arm}-{r}")
+                figures = run_arm(generated, arm, Path(tmp) / f"{arm}-{r}")
                 per_arm[arm].append(figures)
-                progress(f"repeat {r + 1}/{repeats} {arm:<10} "
+                progress(f"{config.family} repeat {r + 1}/{repeats} {arm:<10} "
                          f"repeat_error_rate={figures['repeat_error_rate']:.3f} "
                          f"steps_per_task={figures['steps_per_task']:.2f} "
                          f"({time.perf_counter() - t0:.1f} s)")
     arms = {arm: _summary(runs) for arm, runs in per_arm.items()}
-    result: dict[str, Any] = {"arms": arms, "config": {**asdict(config), "repeats": repeats}}
-    result["targets"] = {name: f"{op} {value}" for name, (op, value) in TARGETS.items()}
-    met = {name: _meets(arms, name, op, value) for name, (op, value) in TARGETS.items()}
+    result: dict[str, Any] = {"world": config.family, "arms": arms,
+                              "config": {**asdict(config), "repeats": repeats}}
+    targets = dict(TARGETS)
+    if family_run:  # issue 12's targets (and issue 5's for off, on the default world)
+        off = "off.repeat_error_rate"
+        targets = {**({off: TARGETS[off]} if config.family == "default" else {}),
+                   **FAMILY_TARGETS}
+    result["targets"] = {name: f"{op} {value}" for name, (op, value) in targets.items()}
+    met = {name: _meets(arms, name, op, value) for name, (op, value) in targets.items()}
     met["memory.steps_per_task < last_error.steps_per_task"] = (
         arms["memory"]["steps_per_task"] < arms["last_error"]["steps_per_task"])
     result["met"] = met
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
+
+
+def run_all(config: WorldConfig, repeats: int = 5,
+            progress: Callable[[str], None] = lambda _: None,
+            names: tuple[str, ...] = tuple(FAMILIES)) -> tuple[list[dict[str, Any]],
+                                                               dict[str, Any]]:
+    """Every family in turn: one result per family (as :func:`run`'s), and a summary.
+
+    The summary has, per family, memory's figures against issue 12's targets and whether
+    each was met, and ``met``: whether every family met every target.
+    """
+    results = [run(config, repeats, progress, world=name) for name in names]
+    summary: dict[str, Any] = {"summary": {}, "repeats": repeats}
+    for result in results:
+        arms = result["arms"]
+        summary["summary"][result["world"]] = {
+            **{metric: arms["memory"][metric] for metric in METRICS},
+            "last_error.steps_per_task": arms["last_error"]["steps_per_task"],
+            "off.repeat_error_rate": arms["off"]["repeat_error_rate"],
+            "met": all(result["met"].values()),
+        }
+    summary["met"] = all(f["met"] for f in summary["summary"].values())
+    summary["seconds"] = round(sum(r["seconds"] for r in results), 1)
+    return results, summary
 
 
 def _meets(arms: dict[str, Any], name: str, op: str, value: float) -> bool:
@@ -287,5 +346,12 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         summary[key] = round(statistics.fmean(values), 4)
         spread[key] = {"sd": round(statistics.pstdev(values), 4),
                        "min": round(min(values), 4), "max": round(max(values), 4)}
+    # Blip lessons are few (a handful a run, none in some): the rate is pooled over the
+    # repeats, so a run with one such lesson weighs one lesson, not as much as a run
+    # with ten. The spread is still that of the runs' own rates.
+    born = sum(r.get("transient_lessons") or 0 for r in runs)
+    if summary.get("transient_lessons_active_rate") is not None and born:
+        still = sum(r.get("transient_lessons_still_active") or 0 for r in runs)
+        summary["transient_lessons_active_rate"] = round(still / born, 4)
     summary["spread"] = spread
     return summary

@@ -191,13 +191,31 @@ def _cmd_bench_trapworld(args: argparse.Namespace) -> int:
                          sessions=args.sessions, steps=args.steps, trap_rate=args.trap_rate,
                          shared_rate=args.shared_rate, flip_rate=args.flip_rate,
                          noise=args.noise)
-    result = bench_trapworld.run(config, repeats=args.repeats, progress=_say)
+    if args.world == "all":
+        results, summary = bench_trapworld.run_all(config, repeats=args.repeats,
+                                                   progress=_say)
+    else:
+        results = [bench_trapworld.run(config, repeats=args.repeats, progress=_say,
+                                       world=args.world)]
+        summary = None
     if args.json:
-        print_json(result)
+        for result in results:
+            print_json(result)
+        if summary is not None:
+            print_json(summary)
         return 0
+    for result in results:
+        _print_trapworld(result, bench_trapworld.METRICS)
+    if summary is not None:
+        print(f"\nevery family met every target: {'yes' if summary['met'] else 'NO'}")
+    return 0
+
+
+def _print_trapworld(result: dict[str, Any], metrics: Sequence[str]) -> None:
+    print(f"\nworld: {result['world']}")
     arms = result["arms"]
     print(f"{'':<32}" + "".join(f"{arm:>14}" for arm in arms))
-    for metric in bench_trapworld.METRICS:
+    for metric in metrics:
         cells = []
         for figures in arms.values():
             value, spread = figures[metric], figures["spread"].get(metric)
@@ -207,7 +225,6 @@ def _cmd_bench_trapworld(args: argparse.Namespace) -> int:
     print(f"\n{result['config']['repeats']} repeats, {result['seconds']} s; targets:")
     for name, met in result["met"].items():
         print(f"  {'met ' if met else 'MISSED'} {name} {result['targets'].get(name, '')}")
-    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -306,7 +323,7 @@ def _describe(parser: argparse.ArgumentParser) -> None:
 
 
 def _trapworld_parser(which: Any) -> None:
-    from lessonledger.ops.trapworld import WorldConfig
+    from lessonledger.ops.trapworld import FAMILIES, WorldConfig
 
     d = WorldConfig()
     world = which.add_parser("trapworld", help=(
@@ -337,7 +354,12 @@ def _trapworld_parser(which: Any) -> None:
                        help="the first repeat's seed; repeat r uses seed + r (default 0)")
     world.add_argument("--repeats", type=_count(1), default=5,
                        help="worlds to run, each with every arm (default 5)")
-    world.add_argument("--json", action="store_true", help="print one JSON object")
+    world.add_argument("--world", choices=[*FAMILIES, "all"], default="default",
+                       help="the world family (README), or all of them in turn "
+                            "(default: default)")
+    world.add_argument("--json", action="store_true",
+                       help="print one JSON object (with --world all: one line per family, "
+                            "then a summary)")
     world.set_defaults(run=_cmd_bench_trapworld)
 
 

@@ -17,15 +17,33 @@ behind them) learn about it only by trying operations and reading the errors.
 - **Flips**: on the flip day, a share of traps turn over: the once-failing form works
   and the once-working form fails. A shared kind flips in every project at once (a tool
   changed), a local one in its project alone (the repository changed).
+
+**World families** (issue 12; :data:`FAMILIES`): ``default`` is the world above; each
+other family turns on one knob of :class:`WorldConfig` that the default leaves off, each
+aimed at a way memory went wrong on a world built independently of this one:
+
+- ``per-project-flips``: shared kinds flip in one project at a time, each on a day of its
+  own, and not at all in the rest (a lesson that went global stays right elsewhere).
+- ``failing-tasks``: on many days one of the task's targets is broken: every form of it
+  fails with the same error (a failing test), so the task fails while its other targets
+  go fail-then-succeed as usual.
+- ``transient-then-lasting``: a form that fails for good first blips, half the time, on
+  its first try in a step; agents retry a blip once, and then meet the lasting error.
+- ``dead-ends``: some local targets have no working form at all; the right advice is to
+  avoid them and report, not to try every form again.
+- ``fingerprints``: some projects upgrade their toolchain on a day of their own, which
+  the outcomes' fingerprints show (``toolchain: 1`` then ``2``) and nothing else does;
+  there every trap of a shared kind flips, elsewhere none does.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
-__all__ = ["FORMS", "TRANSIENT_ERRORS", "Task", "Truth", "World", "WorldConfig"]
+__all__ = ["BROKEN_ERROR", "FAMILIES", "FORMS", "TRANSIENT_ERRORS", "Task", "Truth", "World",
+           "WorldConfig", "family_config"]
 
 #: Target kind → its forms in habit order, each with the error it fails with here.
 FORMS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -72,6 +90,9 @@ TRANSIENT_ERRORS = (
     "ETIMEDOUT while fetching the package index",
 )
 
+#: What every form of a broken target fails with (``failing-tasks``): the code, not the form.
+BROKEN_ERROR = "FAILED tests/test_checkout.py::test_total - AssertionError: 41 != 42"
+
 _VERBS = ("fix", "add", "rename", "speed up", "refactor", "document", "remove", "port")
 _NOUNS = ("the cart total", "a discount rule", "the tax module", "checkout", "empty carts",
           "the login flow", "the export job", "rate limiting", "the search index", "caching")
@@ -99,11 +120,45 @@ class WorldConfig:
     flip_at: float = 0.5
     #: Chance that an attempt which would succeed fails transiently instead.
     noise: float = 0.05
+    #: The family these knobs make (see :data:`FAMILIES`); only a label.
+    family: str = "default"
+    #: Share of (project, shared kind) pairs that flip on a day of their own; when set,
+    #: shared kinds no longer flip everywhere at once (``per-project-flips``).
+    staggered: float = 0.0
+    #: Chance that one target of a day's task is broken: every form fails alike.
+    broken: float = 0.0
+    #: Chance that a form which fails for good blips on its first try in a step.
+    pre_blip: float = 0.0
+    #: Whether agents retry a form once right after it failed the way a blip does.
+    retry_blips: bool = False
+    #: Share of a local kind's plain targets where no form works at all.
+    dead: float = 0.0
+    #: Share of projects that upgrade their toolchain on a day of their own, which
+    #: flips every shared trap there (and shared kinds no longer flip elsewhere).
+    upgrades: float = 0.0
 
     @property
     def flip_day(self) -> int:
         """The first day of the flipped world."""
         return int(self.sessions * self.flip_at)
+
+
+#: Each family's knobs (on top of the default world's).
+FAMILIES: dict[str, dict[str, float | bool]] = {
+    "default": {},
+    "per-project-flips": {"staggered": 0.5},
+    "failing-tasks": {"broken": 0.4},
+    "transient-then-lasting": {"pre_blip": 0.5, "retry_blips": True},
+    "dead-ends": {"dead": 0.4},
+    "fingerprints": {"upgrades": 0.5},
+}
+
+
+def family_config(config: WorldConfig, family: str) -> WorldConfig:
+    """``config`` with a family's knobs set (the family's, not the caller's, for those)."""
+    knobs = {f.name: f.default for f in fields(WorldConfig)
+             if f.name in {k for v in FAMILIES.values() for k in v}}
+    return WorldConfig(**{**asdict(config), **knobs, **FAMILIES[family], "family": family})
 
 
 @dataclass(frozen=True)
@@ -112,6 +167,8 @@ class Truth:
 
     before: frozenset[int]
     after: frozenset[int]
+    #: The day it flips when not the world's flip day (-1: the world's).
+    day: int = -1
 
     @property
     def trap(self) -> bool:
@@ -151,6 +208,8 @@ class World:
     kinds: dict[str, tuple[str, ...]] = field(default_factory=dict)
     truth: dict[tuple[str, str], Truth] = field(default_factory=dict)
     shared: frozenset[str] = frozenset()
+    #: Projects that upgrade their toolchain (``fingerprints``), and the day they do.
+    upgraded: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def generate(cls, config: WorldConfig) -> World:
@@ -169,24 +228,89 @@ class World:
             truths = (_shared(rng, kind, len(having), config) if kind in shared
                       else _local(rng, kind, len(having), config))
             world.truth.update(((p, kind), t) for p, t in zip(having, truths, strict=True))
+        world._families()
         return world
+
+    def _families(self) -> None:
+        """Apply the family knobs.
+
+        They draw from a random stream of their own, so the default world's draws stay as
+        they were.
+        """
+        config = self.config
+        rng = random.Random(f"trapworld/{config.seed}/families")
+        early, late = int(config.sessions * 0.25), max(int(config.sessions * 0.85), 1)
+        upgraded: dict[str, int] = {}
+        if config.upgrades:
+            for project in self.projects:
+                if rng.random() < config.upgrades:
+                    upgraded[project] = rng.randint(early, late)
+            self.upgraded = upgraded
+        for (project, kind), truth in sorted(self.truth.items()):
+            if kind in self.shared and (config.staggered or config.upgrades):
+                still = Truth(truth.before, truth.before)
+                if config.staggered and rng.random() < config.staggered:
+                    still = Truth(truth.before, _flipped(truth.before, min(truth.before)),
+                                  rng.randint(early, late))
+                elif project in upgraded:
+                    still = Truth(truth.before, _flipped(truth.before, min(truth.before)),
+                                  upgraded[project])
+                self.truth[project, kind] = still
+            elif kind not in self.shared and config.dead and not truth.trap \
+                    and rng.random() < config.dead:
+                self.truth[project, kind] = Truth(frozenset(), frozenset())
+
+    def flip_day_of(self, project: str, kind: str) -> int:
+        """The day a target turns over (whether or not it does)."""
+        day = self.truth[project, kind].day
+        return day if day >= 0 else self.config.flip_day
+
+    def flipped(self, project: str, kind: str, day: int) -> bool:
+        """True when the target has turned over by ``day``."""
+        return self.truth[project, kind].flips and day >= self.flip_day_of(project, kind)
 
     def works(self, project: str, kind: str, day: int) -> frozenset[int]:
         """The forms of a target that work in a project on a day."""
         truth = self.truth[project, kind]
-        return truth.after if day >= self.config.flip_day else truth.before
+        return truth.after if day >= self.flip_day_of(project, kind) else truth.before
 
-    def attempt(self, project: str, kind: str, form: int, day: int, nth: int) -> tuple[bool, str]:
+    def broken(self, project: str, day: int) -> str:
+        """The target of the day's task that is broken (every form fails alike), or ''."""
+        if not self.config.broken:
+            return ""
+        luck = _unit(f"broken/{self.config.seed}/{project}/{day}")
+        if luck >= self.config.broken:
+            return ""
+        kinds = self.task(project, day).kinds
+        return kinds[int(luck / self.config.broken * len(kinds))]
+
+    def fingerprint(self, project: str, day: int) -> dict[str, str]:
+        """What an agent's environment reports: the toolchain's version, where it shows."""
+        if not self.config.upgrades:
+            return {}
+        day_of = self.upgraded.get(project)
+        return {"toolchain": "2" if day_of is not None and day >= day_of else "1"}
+
+    def attempt(self, project: str, kind: str, form: int, day: int, nth: int,
+                again: int = 0) -> tuple[bool, str]:
         """Try a form: (succeeded, error).
 
         ``nth`` numbers the attempts in the step, so the same attempt meets the same luck
-        whichever agent makes it.
+        whichever agent makes it; ``again`` counts the earlier tries of this form in it.
         """
+        config = self.config
+        if config.broken and self.broken(project, day) == kind:
+            return False, BROKEN_ERROR
         if form not in self.works(project, kind, day):
+            if again == 0 and config.pre_blip:
+                luck = _unit(f"pre/{config.seed}/{project}/{kind}/{day}/{form}")
+                if luck < config.pre_blip:
+                    return False, TRANSIENT_ERRORS[int(luck / config.pre_blip
+                                                       * len(TRANSIENT_ERRORS))]
             return False, FORMS[kind][form][1]
-        luck = _unit(f"{self.config.seed}/{project}/{kind}/{day}/{nth}")
-        if luck < self.config.noise:
-            return False, TRANSIENT_ERRORS[int(luck / self.config.noise * len(TRANSIENT_ERRORS))]
+        luck = _unit(f"{config.seed}/{project}/{kind}/{day}/{nth}")
+        if luck < config.noise:
+            return False, TRANSIENT_ERRORS[int(luck / config.noise * len(TRANSIENT_ERRORS))]
         return True, ""
 
     def task(self, project: str, day: int) -> Task:

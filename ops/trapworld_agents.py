@@ -13,7 +13,14 @@ remembers:
   not vouch for), except lessons the ledger marks tentative
   (learned from a failure that looked transient): those it tests by trying the avoided form
   anyway, which is how the ledger tells a blip from a trap. Lessons recall labels as
-  contradicting the current belief are not followed.
+  contradicting the current belief are not followed. A target every form of which an
+  ``avoid`` lesson covers (and none is preferred) is a dead end: it leaves it, and the
+  task's outcome says it failed.
+
+Every arm stops on a target once two different forms failed with one and the same
+lasting error (the target is failing, a broken test say, not the form), and with
+``retry_blips`` (the ``transient-then-lasting`` family) retries a form once right after
+it failed the way a blip does.
 - ``last_error``: remembers the last failure of each form of each target in each project
   and forgets it on that form's next success; remembered failures are tried last. The
   error store agents start from.
@@ -60,6 +67,16 @@ class Advice(NamedTuple):
     avoid: int
 
 
+def _broken(tried: list[Tried]) -> bool:
+    """True when two different forms failed with one and the same lasting error."""
+    errors: dict[str, int] = {}
+    for t in tried:
+        if not t.ok and t.error and not looks_transient(t.error) \
+                and errors.setdefault(t.error, t.form) != t.form:
+            return True
+    return False
+
+
 @dataclass
 class Agent:
     """No memory: habit every time (the ``off`` arm); the others override :meth:`_rank`."""
@@ -68,6 +85,8 @@ class Agent:
     name: str = "off"
     project: str = ""
     session: str = ""
+    #: Retry a form once right after it failed the way a blip does (every arm alike).
+    retry_blips: bool = False
 
     def begin(self, project: str, session: str, task: Task) -> None:
         """Start a session on a task."""
@@ -76,10 +95,18 @@ class Agent:
     def next(self, kind: str, tried: list[Tried]) -> tuple[int, list[Advice]]:
         """The form to try next, and the advice that put it before the habit's choice."""
         forms = len(FORMS[kind])
+        if self.retry_blips and tried and not tried[-1].ok \
+                and looks_transient(tried[-1].error) \
+                and sum(t.form == tried[-1].form for t in tried) == 1:
+            return tried[-1].form, []
+        if _broken(tried):
+            # Two forms failed with the very same lasting error: the target is what fails
+            # (a broken test, say), not the form; trying more forms cannot help.
+            return -1, []
         done = {t.form for t in tried}
         untried = [f for f in range(forms) if f not in done]
         if not untried:  # every form failed once: go round again, by the same ranking
-            untried = [t.form for t in tried[-forms:]]
+            untried = [f for f in range(forms) if sum(t.form == f for t in tried) < 2]
         ranked, advice = self._rank(kind, untried)
         return ranked[0], (advice if ranked[0] != min(untried) else [])
 
@@ -90,11 +117,12 @@ class Agent:
         """Told the result of an attempt."""
 
     def end(self, task: Task, operations: list[Operation], passed: bool,
-            when: datetime) -> UUID:
+            when: datetime, fingerprint: dict[str, str] | None = None) -> UUID:
         """Record the task's outcome; return its id."""
         receipt = self.ledger.observe_outcome(
             key=f"{self.name}/{self.session}", project=self.project, session=self.session,
-            task=task.title, passed=passed, operations=operations, occurred_at=when)
+            task=task.title, passed=passed, operations=operations, occurred_at=when,
+            fingerprint=fingerprint or {})
         return receipt.ids["outcome_id"]
 
 
@@ -158,8 +186,17 @@ class MemoryAgent(Agent):
         # A form the lessons vouch for that just failed the way a blip does is tried again
         # before any form they do not vouch for.
         done = {t.form for t in tried}
+        forms = list(range(len(FORMS[kind])))
+        if not tried:
+            self._rank(kind, forms)  # what the first choice checks anyway, done first
         score = self._scores(kind)
-        if any(score[f] > 0 for f in range(len(FORMS[kind])) if f not in done):
+        avoided = {a.avoid for target, _, a in self.known.values()
+                   if target == kind and a.prefer < 0}
+        if not tried and avoided >= set(forms) and all(score[f] <= 0 for f in forms):
+            # Every form is one the lessons say to avoid: a dead end. Leave it, and say so
+            # (the task's outcome is recorded as failed), rather than try each again.
+            return -1, [a for target, _, a in self.known.values() if target == kind]
+        if any(score[f] > 0 for f in forms if f not in done):
             return super().next(kind, tried)
         blips = [t.form for t in tried if not t.ok and looks_transient(t.error)
                  and score[t.form] > 0 and sum(u.form == t.form for u in tried) == 1]

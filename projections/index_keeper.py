@@ -20,6 +20,7 @@ import fcntl
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from uuid import UUID
 
 import numpy as np
 from lessonledger.ledger.events import LessonProposed, decode_event
@@ -52,6 +53,8 @@ class IndexKeeper:
         #: Set when the view this index follows was replaced (an erasure was folded):
         #: it may hold erased vectors, so it is never saved again.
         self.retired = False
+        #: The embedder's last error while lessons wait to be indexed ('' when none).
+        self.degraded = ""
         opened = None
         if not fresh:
             with self._locked(exclusive=False):
@@ -69,8 +72,23 @@ class IndexKeeper:
     def rebuild(self) -> VectorIndex:
         """Build the index of the view's active lessons from the log alone."""
         self.view.changed.clear()
-        return build(self.items(r for r in self.view.lessons.values() if r.active),
-                     self.embedder)
+        active = [r for r in self.view.lessons.values() if r.active]
+        try:
+            index = build(self.items(active), self.embedder)
+        except Exception as error:  # a plug-in embedder may raise anything
+            self._embedding_failed(error, [r.lesson_id for r in active])
+            return VectorIndex(self.embedder.name, self.embedder.dim)
+        self.degraded = ""
+        return index
+
+    def _embedding_failed(self, error: Exception, pending: Iterable[UUID]) -> None:
+        """Keep what could not be indexed pending, to be embedded at the next sync.
+
+        An embedder that fails (issue 12, rule 8) never fails a command: measured before,
+        ``observe_outcome`` raised its ``ConnectionError`` after the events committed.
+        """
+        self.view.changed.update(pending)
+        self.degraded = f"{type(error).__name__}: {error}"[:200]
 
     def items(self, rows: Iterable[LessonRow]) -> list[Item]:
         """Each lesson's id, text and own vector (read from its proposal), if it has one."""
@@ -100,7 +118,12 @@ class IndexKeeper:
                 self.index.remove(lesson_id)
         if wanted:
             items = self.items(wanted)
-            self.index.upsert_many([i[0] for i in items], self.vectors(items))
+            try:
+                self.index.upsert_many([i[0] for i in items], self.vectors(items))
+            except Exception as error:  # a plug-in embedder may raise anything
+                self._embedding_failed(error, [i[0] for i in items])
+                return
+        self.degraded = ""
 
     def save(self) -> None:
         """Save the index with the view position it reflects, unless a newer one is saved.
@@ -111,6 +134,8 @@ class IndexKeeper:
         if self.retired or not self.writable:
             return
         self.sync()
+        if self.degraded:
+            return  # behind the view: saved with its position, it would pass for current
         with self._locked(exclusive=True):
             saved = VectorIndex.saved_position(self.directory)
             if saved is None or saved <= self.view.position:

@@ -7,7 +7,7 @@ two views folded from the same log dump the same bytes.
 from __future__ import annotations
 
 import copy
-from typing import Literal, cast
+from typing import Any, Literal, cast
 from uuid import UUID
 
 import msgspec
@@ -16,6 +16,7 @@ from lessonledger.ledger.events import Operation
 
 __all__ = [
     "ACTIVE",
+    "Adoption",
     "Failure",
     "LessonRow",
     "Move",
@@ -113,6 +114,14 @@ class Failure(msgspec.Struct, kw_only=True):
     at: int = 0
 
 
+class Adoption(msgspec.Struct, frozen=True, array_like=True):
+    """Rules that came into force at a position (``RulesAdopted``)."""
+
+    position: int
+    version: int
+    figures: dict[str, Any]
+
+
 class State(msgspec.Struct, kw_only=True):
     """Everything the view holds, saved with the position it reflects."""
 
@@ -125,6 +134,8 @@ class State(msgspec.Struct, kw_only=True):
     #: The position of the last erasure folded: anything derived before it (a saved
     #: vector index, say) may hold what it erased.
     erased_at: int = 0
+    #: Every adoption of rules folded, oldest first (none: the defaults were in force).
+    adoptions: list[Adoption] = []
 
 
 state_encoder = msgspec.msgpack.Encoder()

@@ -25,11 +25,13 @@ from lessonledger.ledger.events import (
     LessonSuperseded,
     OutcomeObserved,
     ReconcilePassed,
+    RulesAdopted,
     decode_event,
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections.lesson_rows import (
     ACTIVE,
+    Adoption,
     Failure,
     LessonRow,
     Move,
@@ -40,7 +42,7 @@ from lessonledger.projections.lesson_rows import (
     state_decoder,
     state_encoder,
 )
-from lessonledger.projections.rules import Rules, clamp
+from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_from
 
 __all__ = [
     "ACTIVE",
@@ -58,7 +60,10 @@ class LessonView:
     """Folds lesson and outcome events into rows; queries read the rows."""
 
     def __init__(self, rules: Rules | None = None) -> None:
-        self.rules = rules or Rules()
+        #: The rules whoever holds this view wants in force (None: whatever the log says).
+        self.wanted = rules
+        #: The rules in force at the position folded: the last adopted, else the defaults.
+        self.rules = Rules()
         self._s = State()
         #: Lessons whose rows changed since the owner last looked (not saved): what a
         #: vector index must re-check to stay equal to the active set.
@@ -91,6 +96,8 @@ class LessonView:
         """Restore a view from :meth:`dump`'s bytes."""
         view = cls(rules)
         view._s = state_decoder.decode(data)
+        if view._s.adoptions:
+            view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_int[row.lesson_id.int] = row
@@ -122,6 +129,35 @@ class LessonView:
         rows = [lessons[i] for i in ids]
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
         return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, r.lesson_id.int))
+
+    def to_adopt(self) -> Rules | None:
+        """The rules to record as adopted before this holder's next write, if any.
+
+        Those it wants, when they are not the ones in force (or were adopted under
+        another version of the rules' logic); nothing when it wants none in particular.
+        """
+        if self.wanted is None:
+            return None
+        if not self._s.adoptions:
+            return None if self.wanted == Rules() else self.wanted
+        last = self._s.adoptions[-1]
+        if self.wanted != self.rules or last.version != RULES_VERSION:
+            return self.wanted
+        return None
+
+    def rules_at(self, position: int) -> Adoption | None:
+        """The adoption in force at ``position`` (None: the defaults were)."""
+        found = None
+        for adoption in self._s.adoptions:
+            if adoption.position > position:
+                break
+            found = adoption
+        return found
+
+    @property
+    def adoptions(self) -> list[Adoption]:
+        """Every adoption of rules folded, oldest first."""
+        return self._s.adoptions
 
     def generation(self, scope: str) -> int:
         """A count that moves whenever a lesson in ``scope`` may have changed.
@@ -262,6 +298,10 @@ class LessonView:
                 self._reconcile(event, position)
             case Erased():
                 self._s.erased_at = position
+            case RulesAdopted():
+                self._s.adoptions.append(Adoption(position, event.version,
+                                                  dict(event.figures)))
+                self.rules = rules_from(dict(event.figures))
             case _:
                 pass
 
@@ -402,7 +442,8 @@ class LessonView:
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
-            if row.active and row.in_play_epoch < self._s.epoch:
+            if row.active and row.in_play_epoch < self._s.epoch \
+                    and row.longevity not in event.exempt:
                 self._touched(row.scope)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, "reconcile.passed", None, f"-{event.decay}")

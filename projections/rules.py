@@ -7,25 +7,50 @@ figure changes it everywhere, and a rebuilt view agrees with the policies that r
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
+from lessonledger.ledger.events import Longevity
 
-__all__ = ["DAY_NS", "Rules", "clamp", "looks_transient"]
+__all__ = ["DAY_NS", "RULES_VERSION", "Rules", "clamp", "figures_of", "looks_transient",
+           "rules_from"]
 
 DAY_NS = 86_400 * 10**9
+
+#: The version of the rules' logic (what the policies decide, and how the view folds):
+#: 1 is DESIGN §4's as first built, 2 issue 12's. Recorded with the figures in force
+#: (``RulesAdopted``), so ``why`` can say which rules a lesson's moves were made under.
+RULES_VERSION = 2
 
 
 class Rules(msgspec.Struct, frozen=True, kw_only=True):
     """The figures of the lesson lifecycle.
 
+    Issue 12, rule 9: these were constructor configuration only, so a view rebuilt under
+    other figures did not match what the policies had decided, and ``why`` could not say
+    which rules were in force. Now the figures a ledger is opened with are recorded in the
+    log (``RulesAdopted``) at its first write if they are not the ones in force, and the
+    view folds every position under the rules in force there (the defaults before any
+    adoption). A ledger opened without rules keeps whatever the log says is in force.
+
     Attributes:
         start_loop: starting confidence of a lesson the loop derived mechanically.
         start_extractor: of one an extractor (or a person) proposed with evidence.
         start_claim: of a claim: the model's own, or any lesson without evidence.
+        start_avoid: of an ``avoid`` lesson the loop learned from a dead end (issue 12,
+            rule 5): lower than a preference, so one contradiction (the operation
+            working) takes it under the floor, and unused it decays away in 10 passes
+            rather than 15 (seed 003: negative items age out faster).
         confirm: added per attributed confirmation.
         contradict: added per attributed contradiction (negative).
         decay: lost per reconcile pass in which the lesson was not in play.
         floor: below this a lesson is superseded by ``decayed``.
+        no_decay: longevities that never decay at a reconcile pass (issue 12, rule 7):
+            ``explicit``, what a person stated. Seed 001: explicit beliefs do not decay
+            automatically; they leave only when contradicted or retired. Measured, a
+            user's lesson went 0.4 to 0.18 in eleven unused weeks and was superseded as
+            ``decayed``. Each pass records the longevities it spared, so a log written
+            before this rule rebuilds to what it decided then.
         trusted_sessions: distinct confirming sessions that make a trial lesson trusted.
         cluster: contradictions among the last ``cluster_window`` attributions that
             send a trusted lesson back to trial.
@@ -37,10 +62,12 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
     start_loop: float = 0.5
     start_extractor: float = 0.4
     start_claim: float = 0.3
+    start_avoid: float = 0.4
     confirm: float = 0.15
     contradict: float = -0.25
     decay: float = 0.02
     floor: float = 0.2
+    no_decay: tuple[Longevity, ...] = ("explicit",)
     trusted_sessions: int = 3
     cluster: int = 2
     cluster_window: int = 3
@@ -48,6 +75,17 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"tentative": 30, "ongoing": 90}
     )
     cap: int = 200
+
+
+def figures_of(rules: Rules) -> dict[str, Any]:
+    """Every figure of ``rules`` as builtins: what a ``RulesAdopted`` event records."""
+    figures: dict[str, Any] = msgspec.to_builtins(rules)
+    return figures
+
+
+def rules_from(figures: dict[str, Any]) -> Rules:
+    """The rules a ``RulesAdopted`` event recorded (figures it lacks keep their defaults)."""
+    return msgspec.convert(figures, Rules, strict=False)
 
 
 def clamp(confidence: float) -> float:

@@ -96,16 +96,15 @@ def test_lessons_come_from_the_loop_an_extractor_or_a_claim_in_that_order_of_tru
     assert PREFER in loop.text
     assert AVOID in loop.text
 
-    # No mechanical lesson without the whole signal in one passing outcome.
+    # No mechanical preference without the whole signal on one target.
     for operations, passed in (
-        ([fail(), ok()], False),                   # the task failed
         ([ok(), fail()], True),                    # the success came first
         ([fail(), ok(target="docs")], True),       # on another target
         ([fail(), ok(AVOID)], True),               # the same operation, retried
         ([fail(), fail(PREFER)], True),            # nothing succeeded
     ):
-        assert agent.loop_lessons(agent.outcome(P2, "s2", operations, when=T0,
-                                                passed=passed)) == []
+        made = agent.loop_lessons(agent.outcome(P2, "s2", operations, when=T0, passed=passed))
+        assert [i for i in made if led.lesson(i).kind == "prefer"] == []
 
     trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
     extracted = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
@@ -460,7 +459,11 @@ def test_a_global_lesson_contradicted_from_a_third_project_returns_to_its_last_c
     assert (row.scope, row.confidence) == (P1, near(0.45))
     assert [m.type for m in row.moves[-2:]] == ["lesson.contradicted", "lesson.demoted"]
     assert ids(led.lessons(P1, record=False)) == [lid]
-    assert led.lessons(P2, record=False) == led.lessons(P3, record=False) == []
+    # P2, which supported it too, keeps a lesson of its own (issue 12, rule 2).
+    kept = led.lessons(P2, record=False)
+    assert [(r.scope, r.same_as, r.evidence[0]) for r in kept] == [
+        (P2, row.same_as, row.evidence[1])]
+    assert led.lessons(P3, record=False) == []
 
 
 def test_a_demoted_lesson_is_never_promoted_again(agent: Agent) -> None:
@@ -470,8 +473,8 @@ def test_a_demoted_lesson_is_never_promoted_again(agent: Agent) -> None:
     agent.contradict(P3, "s3", lid, when=day(2))
     assert led.lesson(lid).scope == P2
     # Another project learning it again: it is known not to hold everywhere.
-    again = agent.learn(P1, "s4", when=day(3))
-    assert (led.lesson(again).scope, led.lesson(again).active) == (P1, True)
+    again = agent.learn(P3, "s4", when=day(3))
+    assert (led.lesson(again).scope, led.lesson(again).active) == (P3, True)
     assert led.lesson(lid).scope == P2
 
 
@@ -816,3 +819,243 @@ def test_a_command_retried_with_the_same_key_writes_nothing_new(agent: Agent) ->
     edit = {"lesson_id": lid, "text": "Run pytest from root", "expected_version": 0}
     first = led.edit_lesson(key="retry-edit", **edit)
     assert led.edit_lesson(key="retry-edit", **edit) == first   # not a stale version
+
+
+# -- issue 12: rules that hold on worlds the benchmark has not seen ------------------------
+
+
+def test_a_target_that_went_fail_then_succeed_teaches_even_when_the_task_failed_elsewhere(
+        agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [fail(), ok(), fail("make", "no rule", "build")],
+                            when=T0, passed=False)
+    row = led.lesson(agent.learned_from(outcome))
+    assert (row.kind, row.avoid_op, row.prefer_op, row.longevity) == (
+        "prefer", AVOID, PREFER, "ongoing")
+    assert led.check(P1, AVOID, TARGET, record=False).opposing == [row.lesson_id]
+    # A target not finished teaches no preference, whatever went before on it.
+    unfinished = agent.outcome(P2, "s2", [fail(), ok(), fail(PREFER, "no tests ran")],
+                               when=T0, passed=False)
+    assert [led.lesson(i).kind for i in agent.loop_lessons(unfinished)] == []
+
+
+def test_a_flip_inside_a_failed_task_replaces_the_stale_lesson(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    agent.confirm(P1, "s2", lid, when=day(1))
+    agent.confirm(P1, "s3", lid, when=day(2))
+    assert led.lesson(lid).confidence == near(0.8)
+    led.lessons(P1, session="s4")
+    flipped = agent.outcome(P1, "s4", [fail(PREFER, "no tests ran"), ok(AVOID),
+                                       fail("make", "no rule", "build")],
+                            when=day(3), passed=False)
+    new = agent.learned_from(flipped)
+    old = led.lesson(lid)
+    assert (old.status, old.reason, old.superseded_by) == ("superseded", "replaced", new)
+    check = led.check(P1, AVOID, TARGET, record=False)
+    assert (check.supporting, check.opposing) == ([new], [])
+
+
+def test_a_global_lesson_contradicted_in_one_project_still_holds_where_it_was_learned(
+        agent: Agent) -> None:
+    led = agent.ledger
+    glob = agent.learn(P1, "s1")
+    agent.learn(P2, "s2", when=day(1))
+    assert led.lesson(glob).scope == "global"
+    assert led.check(P3, PREFER, TARGET, session="s3").supporting == [glob]
+    flipped = agent.outcome(P3, "s3", [fail(PREFER, "no tests ran"), ok(AVOID)], when=day(2))
+    new = led.lesson(agent.learned_from(flipped))
+    assert (new.scope, new.avoid_op, new.prefer_op) == (P3, PREFER, AVOID)
+    for project in (P1, P2):
+        kept = [r for r in led.lessons(project, record=False) if r.target == TARGET]
+        assert [(r.scope, r.avoid_op, r.prefer_op) for r in kept] == [
+            (project, AVOID, PREFER)], project
+    assert [r.lesson_id for r in led.lessons(P3, record=False)] == [new.lesson_id]
+    # ... and when a project that supported it sees the flip, it stays global, overruled
+    # there by the project's own lesson.
+    other = agent.learn(P1, "t1", target="docs", when=day(3))
+    agent.learn(P2, "t2", target="docs", when=day(4))
+    assert led.lesson(other).scope == "global"
+    led.lessons(P1, session="t3")
+    turned = agent.outcome(P1, "t3", [fail(PREFER, "no docs", "docs"), ok(AVOID, "docs")],
+                           when=day(5))
+    own = agent.learned_from(turned)
+    assert (led.lesson(other).scope, led.lesson(other).active) == ("global", True)
+    assert led.check(P1, AVOID, "docs", record=False).overruled == [other]
+    assert led.check(P1, AVOID, "docs", record=False).supporting == [own]
+    assert led.check(P2, AVOID, "docs", record=False).opposing == [other]
+
+
+def test_a_blip_then_a_lasting_failure_of_the_same_operation_makes_a_settled_lesson(
+        agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [
+        fail("make", "ReadTimeout: read timed out", "build"),
+        fail("make", "exit 2: no rule to make target", "build"),
+        ok("ninja", "build")])
+    row = led.lesson(agent.learned_from(outcome))
+    assert (row.avoid_op, row.prefer_op, row.longevity, row.derivation) == (
+        "make", "ninja", "ongoing", "direct")
+    assert "no rule to make target" in row.text
+
+
+def test_a_dead_end_teaches_an_avoid_lesson_that_one_success_takes_away(agent: Agent) -> None:
+    led = agent.ledger
+    outcome = agent.outcome(P1, "s1", [
+        fail("deploy.sh", "missing env file", "deploy"),
+        fail("helm", "chart.yaml missing", "deploy"),
+        fail("helm", "503 Service Unavailable", "deploy")], passed=False)
+    learned = [led.lesson(i) for i in agent.loop_lessons(outcome)]
+    assert [(r.kind, r.avoid_op, r.prefer_op, r.confidence) for r in learned] == [
+        ("avoid", "deploy.sh", "", near(0.4)), ("avoid", "helm", "", near(0.4))]
+    assert led.check(P1, "helm", "deploy", record=False).opposing == [learned[1].lesson_id]
+    # Never global: a second project's dead end stays its own.
+    twin = agent.outcome(P2, "s2", [fail("kubectl", "no k8s/", "deploy"),
+                                    fail("helm", "chart.yaml missing", "deploy")],
+                         passed=False)
+    assert {led.lesson(i).scope for i in agent.loop_lessons(twin)} == {P2}
+    # A lone failure is no dead end: no alternative was tried.
+    lone = agent.outcome(P3, "s2", [fail("helm", "chart.yaml missing", "deploy")],
+                         passed=False)
+    assert agent.loop_lessons(lone) == []
+    # Every form failing alike says the target failed (a broken test), not the form.
+    broken = agent.outcome(P1, "s3", [fail(AVOID, "FAILED test_cart - AssertionError"),
+                                      fail(PREFER, "FAILED test_cart - AssertionError")],
+                           passed=False)
+    assert agent.loop_lessons(broken) == []
+    # The operation working once is enough to take it away.
+    led.lessons(P1, session="s4")
+    agent.outcome(P1, "s4", [ok("helm", "deploy")], when=day(1))
+    row = led.lesson(learned[1].lesson_id)
+    assert (row.status, row.reason) == ("superseded", "decayed")
+
+
+def test_a_user_stated_lesson_never_decays_and_leaves_only_when_contradicted_or_retired(
+        agent: Agent) -> None:
+    led = agent.ledger
+    trace = agent.outcome(P1, "s1", [fail("make:test", "no rule")], when=T0, passed=False)
+    lid = agent.propose(P1, text="Avoid make:test", kind="avoid", avoid_op="make:test",
+                        prefer_op="", evidence=[trace], source="user")
+    assert (led.lesson(lid).longevity, led.lesson(lid).confidence) == ("explicit", near(0.4))
+    for i in range(12):
+        agent.reconcile(day(1 + 7 * i))
+    row = led.lesson(lid)
+    assert (row.status, row.confidence) == ("trial", near(0.4))
+    assert not [m for m in row.moves if m.type == "reconcile.passed"]
+    # A contradiction still counts, and under the floor it leaves.
+    agent.contradict(P1, "s2", lid, when=day(90))
+    assert (led.lesson(lid).status, led.lesson(lid).reason) == ("superseded", "decayed")
+
+
+class _FlakyEmbedder:
+    """The default embedder behind a switch: down, every call raises ConnectionError."""
+
+    def __init__(self) -> None:
+        from lessonledger.projections.embedder import default_embedder
+        self.inner = default_embedder()
+        self.name, self.dim, self.down = self.inner.name, self.inner.dim, True
+
+    def embed(self, texts: Any) -> Any:
+        if self.down:
+            msg = "embedding server refused the connection"
+            raise ConnectionError(msg)
+        return self.inner.embed(texts)
+
+
+def test_a_failing_embedder_never_fails_a_committed_command_and_the_index_catches_up(
+        tmp_path: Path) -> None:
+    from lessonledger.commands import Ledger
+    embedder = _FlakyEmbedder()
+    led = Ledger(tmp_path, sync=False, embedder=embedder)
+    try:
+        agent = Agent(led)
+        lid = agent.learn(P1, "s1")          # returns its receipt: written, and known to be
+        assert led.lesson(lid).active
+        shown = led.recall(P1, "run the tests", session="s2")
+        assert [r.lesson_id for r in shown.lessons] == [lid]    # BM25 alone
+        assert led.check(P1, AVOID, TARGET, record=False).opposing == [lid]
+        assert lid not in led.recaller.index
+        embedder.down = False
+        led.recall(P1, "run the tests", session="s3")
+        assert lid in led.recaller.index
+        assert led.recaller.degraded == ""
+    finally:
+        led.close()
+
+
+def test_every_form_failing_alike_is_no_evidence_about_which_form_is_right(
+        agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")
+    led.lessons(P1, session="s2")
+    broken = "FAILED tests/test_cart.py::test_total - AssertionError: 41 != 42"
+    agent.outcome(P1, "s2", [fail(PREFER, broken), fail(AVOID, broken), fail("tox", broken)],
+                  when=day(1), passed=False)
+    row = led.lesson(lid)
+    assert (row.confidence, row.status, len(row.moves)) == (near(0.5), "trial", 1)
+
+
+def test_a_blip_of_what_a_settled_lesson_vouches_for_teaches_nothing(agent: Agent) -> None:
+    led = agent.ledger
+    lid = agent.learn(P1, "s1")                    # prefer PREFER over AVOID, settled
+    led.lessons(P1, session="s2")
+    later = agent.outcome(P1, "s2", [fail(PREFER, "HTTP 429 Too Many Requests"),
+                                     ok("tox")], when=day(1))
+    assert agent.loop_lessons(later) == []
+    assert led.lesson(lid).confidence == near(0.5)
+
+
+def test_an_outcome_under_another_fingerprint_drops_the_lessons_bound_to_the_old_one(
+        agent: Agent) -> None:
+    led = agent.ledger
+    bound = agent.learn(P1, "s1", fingerprint={"tool": "1.0"})
+    other = agent.learn(P2, "s1", target="docs", fingerprint={"tool": "1.0"})
+    agent.trusted(P1, bound, ["s2", "s3"], when=day(1))
+    agent.trusted(P2, other, ["s2", "s3"], when=day(1))
+    # Not a change: the same value, or a fingerprint that does not name the component.
+    agent.outcome(P1, "s4", [ok("ruff", "lint")], when=day(2), fingerprint={"tool": "1.0"})
+    agent.outcome(P1, "s4", [ok("ruff", "lint")], when=day(2), fingerprint={"os": "linux"})
+    assert led.lesson(bound).status == "trusted"
+    agent.outcome(P1, "s5", [ok("ruff", "lint")], when=day(3), fingerprint={"tool": "2.0"})
+    row = led.lesson(bound)
+    assert (row.status, row.fingerprint) == ("trial", {"tool": "2.0"})
+    assert (row.moves[-1].type, row.moves[-1].note) == ("environment.changed",
+                                                        "tool: 1.0 -> 2.0")
+    assert led.lesson(other).status == "trusted"     # another project's is its own
+    head = led.log.head()
+    agent.outcome(P1, "s6", [ok("ruff", "lint")], when=day(4), fingerprint={"tool": "2.0"})
+    assert led.log.head() == head + 1, "bound to 2.0 now: nothing more to declare"
+
+
+def test_the_rules_in_force_are_in_the_log_and_every_fold_uses_them(tmp_path: Path) -> None:
+    from lessonledger.projections.lessons import LessonView
+    from lessonledger.projections.rules import RULES_VERSION
+    with open_ledger(tmp_path, sync=False, rules=Rules(confirm=0.3)) as led:
+        agent = Agent(led)
+        lid = agent.learn(P1, "s1")
+        agent.confirm(P1, "s2", lid, when=day(1))
+        assert led.lesson(lid).confidence == near(0.8)
+        adopted = [r for r in led.log.scan() if r.envelope.type == "rules.adopted"]
+        assert len(adopted) == 1
+        assert adopted[0].envelope.position < led.lesson(lid).moves[0].position
+        # Rebuilt by a view that knows nothing of the figures: the same view.
+        rebuilt = LessonView()
+        for record in led.log.scan():
+            rebuilt.apply(record)
+        assert rebuilt.dump() == led.view.dump()
+        why = led.why(lid)
+        assert [r.figures["confirm"] for r in why.rules] == [0.3]
+        assert {s.rules_version for s in why.steps} == {RULES_VERSION}
+        sent = agent._sent
+    # Opened without rules: what the log says is in force stays in force.
+    with open_ledger(tmp_path, sync=False) as led:
+        agent = Agent(led, sent=sent)
+        agent.confirm(P1, "s3", lid, when=day(2))
+        assert led.lesson(lid).confidence == near(1.0)
+        sent = agent._sent
+    # Opened with other rules: adopted at the next write, recorded again.
+    with open_ledger(tmp_path, sync=False, rules=Rules()) as led:
+        agent = Agent(led, sent=sent)
+        agent.contradict(P1, "s4", lid, when=day(3))
+        assert led.lesson(lid).confidence == near(0.75)
+        assert [r.figures["confirm"] for r in led.view.adoptions] == [0.3, 0.15]

@@ -19,9 +19,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.verify import verify
-from lessonledger.ops.bench_trapworld import METRICS, START, Tally, run, run_arm, work_task
+from lessonledger.ops.bench_trapworld import (
+    FAMILY_TARGETS,
+    METRICS,
+    START,
+    Tally,
+    run,
+    run_arm,
+    work_task,
+)
 from lessonledger.ops.cli import main
-from lessonledger.ops.trapworld import FORMS, TRANSIENT_ERRORS, Truth, World, WorldConfig
+from lessonledger.ops.trapworld import (
+    BROKEN_ERROR,
+    FAMILIES,
+    FORMS,
+    TRANSIENT_ERRORS,
+    Truth,
+    World,
+    WorldConfig,
+    family_config,
+)
 from lessonledger.ops.trapworld_agents import Advice, Agent, MemoryAgent, Tried
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.rules import looks_transient
@@ -76,6 +93,67 @@ def test_blips_look_transient_to_the_ledger_and_traps_do_not() -> None:
     assert all(looks_transient(error) for error in TRANSIENT_ERRORS)
     structural = [error for forms in FORMS.values() for _, error in forms]
     assert not [error for error in structural if looks_transient(error)]
+
+
+def test_the_default_family_is_the_default_world() -> None:
+    assert World.generate(family_config(WorldConfig(seed=2), "default")).truth == \
+        World.generate(WorldConfig(seed=2)).truth
+
+
+def test_each_world_family_has_what_it_is_named_for() -> None:
+    def world(family: str) -> World:
+        return World.generate(family_config(WorldConfig(seed=1, projects=20), family))
+
+    staggered = world("per-project-flips")
+    for kind in staggered.shared:
+        truths = [t for (p, k), t in staggered.truth.items() if k == kind]
+        assert {t.flips for t in truths} == {False, True}, kind  # one project at a time
+        assert len({t.day for t in truths if t.flips}) > 1 or sum(t.flips for t in truths) == 1
+
+    failing = world("failing-tasks")
+    project = failing.projects[0]
+    broken = [(day, failing.broken(project, day)) for day in range(40)]
+    days = [(day, kind) for day, kind in broken if kind]
+    assert 8 < len(days) < 28
+    for day, kind in days:
+        assert kind in failing.task(project, day).kinds
+        assert {failing.attempt(project, kind, f, day, f)[1] for f in range(len(FORMS[kind]))
+                } == {BROKEN_ERROR}
+    assert not looks_transient(BROKEN_ERROR)
+
+    blips = world("transient-then-lasting")
+    assert blips.config.retry_blips
+    traps = [(p, k) for (p, k), t in blips.truth.items() if t.trap]
+    firsts = [blips.attempt(p, k, 0, 0, 0)[1] for p, k in traps]
+    assert 0.2 < sum(looks_transient(e) for e in firsts) / len(firsts) < 0.8
+    assert not any(looks_transient(blips.attempt(p, k, 0, 0, 1, again=1)[1]) for p, k in traps)
+
+    dead = world("dead-ends")
+    assert [key for key, t in dead.truth.items() if not t.before and not t.after]
+
+    prints = world("fingerprints")
+    assert prints.upgraded
+    for project, day in prints.upgraded.items():
+        assert prints.fingerprint(project, day - 1) == {"toolchain": "1"}
+        assert prints.fingerprint(project, day) == {"toolchain": "2"}
+        shared = [t for (p, k), t in prints.truth.items() if p == project
+                  and k in prints.shared]
+        assert all(t.flips and t.day == day for t in shared)
+    calm = [p for p in prints.projects if p not in prints.upgraded]
+    assert not [t for (p, k), t in prints.truth.items() if p in calm and k in prints.shared
+                and t.flips]
+
+
+def test_an_agent_leaves_a_dead_end_it_knows_and_a_target_whose_forms_fail_alike(
+        tmp_path: Path) -> None:
+    world = hand_made({"deploy": Truth(frozenset(), frozenset())}, sessions=3)
+    figures = run_arm(world, "memory", tmp_path / "memory")
+    # The first session tries every form twice; after that the avoid lessons say leave it.
+    assert figures["steps_per_task"] == pytest.approx(2 * len(FORMS["deploy"]) / 3)
+    assert figures["repeat_error_rate"] == 0.0
+    tried = [Tried(1, False, BROKEN_ERROR), Tried(2, False, BROKEN_ERROR)]
+    with open_ledger(tmp_path / "off", sync=False) as ledger:
+        assert Agent(ledger).next("tests", tried) == (-1, [])
 
 
 # -- seed 000, scenario 2 -----------------------------------------------------------------
@@ -170,6 +248,26 @@ def test_the_default_world_meets_issue_5s_figures() -> None:
     assert arms["memory"]["transient_lessons"] > 0
     assert arms["memory"]["lessons_global"] > 0
     assert arms["last_error"]["transient_lessons"] > 0
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "default"])
+def test_every_world_family_meets_issue_12s_figures(family: str) -> None:
+    result = run(WorldConfig(), repeats=5, world=family)
+    assert result["world"] == family
+    assert set(result["met"]) == {*FAMILY_TARGETS,
+                                  "memory.steps_per_task < last_error.steps_per_task"}
+    assert all(result["met"].values()), (family, result["met"])
+
+
+def test_cli_world_all_prints_one_object_per_family_and_a_summary(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "trapworld", "--world", "all", "--projects", "3", "--sessions",
+                 "4", "--repeats", "1", "--json"])
+    assert code == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line.get("world") for line in lines] == [*FAMILIES, None]
+    assert set(lines[-1]["summary"]) == set(FAMILIES)
+    assert isinstance(lines[-1]["met"], bool)
 
 
 def test_cli_prints_one_json_object_with_every_arm_and_figure(
