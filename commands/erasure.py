@@ -36,6 +36,10 @@ from lessonledger.commands.handlers import command_digest, command_id, occurred_
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
 from lessonledger.ledger.events import (
+    CITES_AN_OUTCOME,
+    ERASED,
+    NAMES_A_LESSON,
+    OUTCOME_OBSERVED,
     AnyEvent,
     Erased,
     LessonProposed,
@@ -59,13 +63,6 @@ __all__ = [
 #: Positions named per ``Erased`` record: about 500 KB of body, half the limit.
 ERASED_PER_RECORD = 100_000
 
-#: The events that credit or blame a lesson on an outcome (``outcome_id``).
-_ATTRIBUTIONS = frozenset({"lesson.confirmed", "lesson.contradicted", "lesson.demoted"})
-#: The events that name a lesson in their body (``lesson_id``).
-_ABOUT_A_LESSON = frozenset({
-    "lesson.proposed", "lesson.confirmed", "lesson.contradicted", "lesson.promoted",
-    "lesson.demoted", "lesson.superseded",
-})
 
 
 class Erasure(NamedTuple):
@@ -119,7 +116,7 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
     what, subject = command.what, command.subject
     if what in ("principal", "session"):
         # Erasures themselves stay: they are the audit trail, and what replicas apply.
-        named = [r for r in log.scan() if r.envelope.type != "erasure.erased"
+        named = [r for r in log.scan() if r.envelope.type != ERASED
                  and getattr(r.envelope, what) == subject]
         positions = [r.envelope.position for r in named if r.payload is not None]
         if not positions:
@@ -143,10 +140,10 @@ def _with_attributions(log: Writing, positions: list[int]) -> list[int]:
     erased = set(positions)
     outcomes = {_outcome_id(r.payload) for r in log.scan()
                 if r.envelope.position in erased and r.payload is not None
-                and r.envelope.type == "outcome.observed"} - {None}
+                and r.envelope.type == OUTCOME_OBSERVED} - {None}
     if outcomes:
         erased.update(r.envelope.position for r in log.scan()
-                      if r.payload is not None and r.envelope.type in _ATTRIBUTIONS
+                      if r.payload is not None and r.envelope.type in CITES_AN_OUTCOME
                       and getattr(_event(r.payload), "outcome_id", None) in outcomes)
     return sorted(erased)
 
@@ -163,7 +160,7 @@ def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
     """Positions of the present bodies that name one of ``lessons``."""
     positions = []
     for record in records:
-        if record.payload is None or record.envelope.type not in _ABOUT_A_LESSON:
+        if record.payload is None or record.envelope.type not in NAMES_A_LESSON:
             continue
         if getattr(_event(record.payload), "lesson_id", None) in lessons:
             positions.append(record.envelope.position)
@@ -172,7 +169,7 @@ def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
 
 def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
     """The outcome, what the policies decided from it (and from that), and its lessons."""
-    outcomes = [r for r in log.scan() if r.envelope.type == "outcome.observed"]
+    outcomes = [r for r in log.scan() if r.envelope.type == OUTCOME_OBSERVED]
     outcome = next((r for r in outcomes if r.payload is not None
                     and _outcome_id(r.payload) == outcome_id), None)
     if outcome is None:

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
+    TRIGGERS_POLICIES,
     AnyEvent,
     EnvironmentChanged,
     LessonConfirmed,
@@ -32,7 +33,7 @@ __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable
            "trigger_id", "verdict"]
 
 #: Event types a policy reacts to.
-TRIGGERS = frozenset({"outcome.observed", "lesson.proposed", "lesson.confirmed"})
+TRIGGERS = TRIGGERS_POLICIES
 
 
 def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEvent]:

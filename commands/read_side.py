@@ -36,18 +36,19 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
-from lessonledger.ledger.events import Erased, Key, decode_event
+from lessonledger.ledger.events import ERASED, Erased, Key, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.outcome_stats import ProjectStats
 from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
-from lessonledger.projections.runner import ERASED, Runner
+from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
+from lessonledger.projections.views import VIEW_NAME, lesson_view, outcome_stats, registry
 
 __all__ = ["USAGE_WAIT", "ReadSide", "Reader", "open_reader"]
 
@@ -251,6 +252,14 @@ class ReadSide:
             msg = (f"lesson {erasure.subject} was erased at position {position} by "
                    f"{erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
         raise LessonNotFoundError(text, msg)
+
+    def outcome_stats(self, project: str) -> ProjectStats:
+        """A project's outcomes: how many, how many passed, what failed on which target."""
+        project = checked_project(project)
+        with self._lock:
+            self._read()
+            stats = outcome_stats(self.runner).project(project)
+            return msgspec.msgpack.decode(msgspec.msgpack.encode(stats), type=ProjectStats)
 
     def head(self) -> int:
         """The last position in the log."""

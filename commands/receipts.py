@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+from lessonledger.ledger.events import MINTS_AN_ID, tag_of
 
 __all__ = ["Receipt", "minted", "minted_events"]
 
@@ -28,7 +29,6 @@ def minted_events(events: list[Any]) -> dict[str, UUID]:
     for event in events:
         for name in ("outcome_id", "lesson_id"):
             value = getattr(event, name, None)
-            if value is not None and name not in ids and event.__struct_config__.tag in (
-                    "outcome.observed", "lesson.proposed"):
+            if value is not None and name not in ids and tag_of(type(event)) in MINTS_AN_ID:
                 ids[name] = value
     return ids

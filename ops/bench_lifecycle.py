@@ -316,12 +316,12 @@ def _extend(path: str, story: Iterator[_Step], events: int) -> tuple[int, int, d
     incrementally meanwhile, with their confidence, to check the rebuilt view against.
     """
     with open_ledger(path, sync=False) as ledger:
-        before = ledger.log.head()
-        while ledger.log.head() < events:
+        before = ledger.head()
+        while ledger.head() < events:
             _call(ledger, next(story))
-        kept = {row.lesson_id: row.confidence for row in ledger.view.lessons.values()
+        kept = {row.lesson_id: row.confidence for row in ledger.catalogue(everything=True)
                 if row.active}
-        return before, ledger.log.head(), kept
+        return before, ledger.head(), kept
 
 
 # -- rebuild and replays -----------------------------------------------------------------

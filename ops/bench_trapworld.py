@@ -238,15 +238,16 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
                                  now=START + timedelta(days=day + 1))
         figures: dict[str, Any] = tally.figures()
         if arm == "memory":
-            born = [row for row in ledger.view.lessons.values() if row.evidence and (
+            every = ledger.catalogue(everything=True)
+            born = [row for row in every if row.evidence and (
                 row.target, row.avoid_op) in tally.transient.get(row.evidence[0], set())]
             figures["transient_lessons_active_rate"] = _ratio(
                 sum(row.active for row in born), len(born))
             figures["transient_lessons"] = len(born)
             figures["transient_lessons_still_active"] = sum(row.active for row in born)
-            figures["lessons_active"] = sum(r.active for r in ledger.view.lessons.values())
+            figures["lessons_active"] = sum(r.active for r in every)
             figures["lessons_global"] = sum(r.active and r.scope == "global"
-                                            for r in ledger.view.lessons.values())
+                                            for r in every)
         elif isinstance(agent, LastErrorAgent):
             blips = {(p, o.target, world.form(o.target, o.op)) for p, ops in tally.blips
                      for o in ops}
@@ -258,7 +259,7 @@ def run_arm(world: World, arm: str, home: Path, *, sync: bool = False, label: st
         else:
             figures.update(dict.fromkeys(_MEMORYLESS))
         ledger.flush()  # the last recalls' records, still queued, count too
-        figures["events"] = ledger.log.head()
+        figures["events"] = ledger.head()
     return figures
 
 

@@ -37,8 +37,7 @@ def _known(home: Path, world: World) -> tuple[list[LessonRow], int]:
     """The lessons the home already holds for the demo's projects, and the runs before."""
     with open_ledger(home, sync=sync_setting()) as ledger:
         rows = [r for p in world.projects for r in ledger.lessons(p, record=False)]
-        projects = set(world.projects)
-        outcomes = sum(o.project in projects for o in ledger.view.outcomes.values())
+        outcomes = sum(ledger.outcome_stats(p).outcomes for p in world.projects)
     return rows, outcomes // (world.config.projects * world.config.sessions)
 
 
@@ -120,20 +119,21 @@ def _learned(home: Path, world: World,
                 scope = "global, " if row.scope == "global" else ""
                 new = "" if row.lesson_id in before else " (new)"
                 echo(f"    [{scope}{row.status}, {row.confidence:.2f}] {row.text}{new}")
-        gone = [r for r in ledger.view.lessons.values() if not r.active
+        every = {r.lesson_id: r for r in ledger.catalogue(everything=True)}
+        gone = [r for r in every.values() if not r.active
                 and r.scope in {*world.projects, "global"} and r.reason in (
                     "replaced", "refuted") and r.lesson_id not in before]
         flipped = [r for r in gone if r.superseded_by
-                   and ledger.view.lessons[r.superseded_by].avoid_op == r.prefer_op]
+                   and every[r.superseded_by].avoid_op == r.prefer_op]
         for row in flipped[:2]:
             echo(f"  no longer shown (the world changed): {row.text}")
         blips = [r for r in gone if r.reason == "refuted"]
         for row in blips[:1]:
             echo(f"  no longer shown (a blip, not a trap): {row.text}")
-        strongest = max(seen, key=lambda i: ledger.view.lessons[i].confidence, default=None)
+        strongest = max(seen, key=lambda i: every[i].confidence, default=None)
         if strongest is None:
             return None
-        row = ledger.view.lessons[strongest]
+        row = every[strongest]
         where = row.scope if row.scope != "global" else (row.projects or world.projects)[-1]
         story = ledger.why(strongest)
         print(f"\nWhy the strongest lesson exists (`{_command(home)} why {strongest}`):")

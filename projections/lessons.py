@@ -13,6 +13,14 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.ledger.events import (
+    ENVIRONMENT_CHANGED,
+    LESSON_CONFIRMED,
+    LESSON_CONTRADICTED,
+    LESSON_DEMOTED,
+    LESSON_PROMOTED,
+    LESSON_PROPOSED,
+    LESSON_SUPERSEDED,
+    RECONCILE_PASSED,
     AnyEvent,
     EnvironmentChanged,
     Erased,
@@ -101,7 +109,7 @@ class LessonView:
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_int[row.lesson_id.int] = row
-            if any(move.type == "lesson.demoted" for move in row.moves):
+            if any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
 
@@ -288,7 +296,7 @@ class LessonView:
                 if row is not None:
                     row.scope = event.to_scope
                     self._demoted.add(row.same_as)
-                    self._move(row, position, "lesson.demoted", event.outcome_id,
+                    self._move(row, position, LESSON_DEMOTED, event.outcome_id,
                                f"to {event.to_scope}")
             case LessonRecalled():
                 self._recall(event, session, at)
@@ -330,7 +338,7 @@ class LessonView:
         self._s.lessons[event.lesson_id] = row
         self._rows_by_int[event.lesson_id.int] = row
         self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
-        self._move(row, position, "lesson.proposed", cited[0] if cited else None, event.source)
+        self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool) -> None:
@@ -364,7 +372,7 @@ class LessonView:
         elif row.status == "trusted" and row.recent.count(False) >= rules.cluster:
             row.status = "trial"
             row.sessions = []
-        kind = "lesson.confirmed" if confirmed else "lesson.contradicted"
+        kind = LESSON_CONFIRMED if confirmed else LESSON_CONTRADICTED
         self._move(row, position, kind, outcome_id, project)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
@@ -377,7 +385,7 @@ class LessonView:
         row.status = statuses.get(event.reason, "superseded")
         row.superseded_by = event.by
         row.reason = event.reason
-        self._move(row, position, "lesson.superseded", None,
+        self._move(row, position, LESSON_SUPERSEDED, None,
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 
     def _promote(self, event: LessonPromoted, position: int) -> None:
@@ -397,7 +405,7 @@ class LessonView:
             row.confidence = max(row.confidence, merged.confidence)
         if row.status == "trial" and len(row.sessions) >= self.rules.trusted_sessions:
             row.status = "trusted"
-        self._move(row, position, "lesson.promoted", None, ",".join(event.projects))
+        self._move(row, position, LESSON_PROMOTED, None, ",".join(event.projects))
 
     def _touch(self, lesson_id: UUID) -> None:
         row = self._s.lessons.get(lesson_id)
@@ -436,7 +444,7 @@ class LessonView:
                 self._touched(row.scope)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
-                self._move(row, position, "environment.changed", None,
+                self._move(row, position, ENVIRONMENT_CHANGED, None,
                            f"{event.component}: {bound} -> {event.new}")
 
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
@@ -446,5 +454,5 @@ class LessonView:
                     and row.longevity not in event.exempt:
                 self._touched(row.scope)
                 row.confidence = clamp(row.confidence - event.decay)
-                self._move(row, position, "reconcile.passed", None, f"-{event.decay}")
+                self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1

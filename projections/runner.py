@@ -27,14 +27,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from lessonledger.ledger.events import Erased
+from lessonledger.ledger.events import ERASED
 from lessonledger.ledger.log import Record
 from lessonledger.projections.errors import UnknownViewError
 from lessonledger.projections.store import ViewStore
 
-__all__ = ["ERASED", "PROGRESS_EVERY", "Projection", "Registered", "Runner", "Scannable"]
+__all__ = ["PROGRESS_EVERY", "Projection", "Registered", "Runner", "Scannable"]
 
-ERASED = Erased.__struct_config__.tag
 #: How often a long fold reports its progress, in positions.
 PROGRESS_EVERY = 5000
 
