@@ -26,7 +26,6 @@ from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
     EditLesson,
-    Erase,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
@@ -34,6 +33,7 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.policies import verdict
 from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
@@ -92,7 +92,7 @@ def _instant(value: object) -> object:
     return (aware - _EPOCH) // timedelta(microseconds=1)
 
 
-def command_digest(command: AnyCommand | Erase) -> bytes:
+def command_digest(command: msgspec.Struct) -> bytes:
     """SHA-256 of the whole command in a canonical form: what a retry must match.
 
     Every field counts, the envelope's too (actor, principal, session, ``occurred_at``);
@@ -247,7 +247,8 @@ def _leaves(row: LessonRow, confidence: float, now: int,
     return ""
 
 
-def same_command(command: AnyCommand, first: AnyEvent, envelope: Envelope) -> bool:
+def same_command(command: AnyCommand | SkillCommand, first: AnyEvent,
+                 envelope: Envelope) -> bool:
     """Whether ``first``, the first event written under ``command``'s key, is its own.
 
     True for a retry; False when the key was used before for another command (of

@@ -49,7 +49,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
     UnknownLessonError,
 )
-from lessonledger.commands.handlers import command_id, decide, occurred_ns, same_command
+from lessonledger.commands.handlers import command_id, occurred_ns, same_command
 from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
@@ -68,6 +68,10 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.receipts import Receipt, minted, minted_events
+from lessonledger.commands.skill_handlers import decide_any
+from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
+from lessonledger.commands.skills import Skills
 from lessonledger.ledger.events import Key, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -80,7 +84,7 @@ from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, lesson_view, registry
+from lessonledger.projections.views import VIEW_NAME, delta_view, lesson_view, registry
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
@@ -108,6 +112,8 @@ class Ledger:
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
         self._open_views(rules, embedder)
+        #: Skill bases, their deltas and tier-0 facts (:mod:`lessonledger.commands.skills`).
+        self.skills = Skills(self)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
         """Load the saved views and vector index, and bring them up to the head."""
@@ -181,9 +187,12 @@ class Ledger:
 
     def _react(self, record: Record, log: EventLog | Writing,
                append: Callable[[list[NewEvent]], object]) -> None:
-        if record.envelope.type not in TRIGGERS or record.payload is None:
+        kind = record.envelope.type
+        if record.payload is None or (kind not in TRIGGERS and kind not in SKILL_TRIGGERS):
             return
-        decided = react(self.view, decode_event(cast_bytes(record.payload)), record.envelope)
+        event = decode_event(record.payload)
+        decided = react(self.view, event, record.envelope) if kind in TRIGGERS else []
+        decided += react_skills(delta_view(self.runner), event, record.envelope)
         if not decided:
             return
         trigger, env = trigger_id(record.envelope), record.envelope
@@ -204,7 +213,7 @@ class Ledger:
 
     # -- commands --------------------------------------------------------------------
 
-    def execute(self, command: AnyCommand) -> Receipt:
+    def execute(self, command: AnyCommand | SkillCommand) -> Receipt:
         """Check, decide and append one command's events and the policies' reactions.
 
         All in one write transaction, from the log as it stands: whatever other
@@ -224,7 +233,7 @@ class Ledger:
             raise outcome
         return outcome
 
-    def execute_all(self, commands: Sequence[AnyCommand]) -> list[Receipt]:
+    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand]) -> list[Receipt]:
         """Run commands in turn, all in one write transaction: every one, or none.
 
         Each is decided from the log as the ones before it left it, as :meth:`execute`
@@ -269,7 +278,7 @@ class Ledger:
                 raise
             self._settle()
 
-    def _decide(self, command: AnyCommand, parent: UUID,
+    def _decide(self, command: AnyCommand | SkillCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:
         """Decide, append and fold one command in ``writing``; a refusal is returned.
 
@@ -278,7 +287,7 @@ class Ledger:
         """
         try:
             at = occurred_ns(command.occurred_at)
-            decided = decide(command, self.view)
+            decided = decide_any(command, self.runner)
         except CommandError as e:
             return e
         ids = [derived_id(parent, str(i)) for i in range(len(decided))]
@@ -291,7 +300,7 @@ class Ledger:
         self._fold(writing, writing.append)
         return Receipt([int(p) for p in positions], minted(decided))
 
-    def _receipt(self, command: AnyCommand, parent: UUID,
+    def _receipt(self, command: AnyCommand | SkillCommand, parent: UUID,
                  log: Writing) -> Receipt | CommandError | None:
         """The receipt of a command already in the log, else None.
 

@@ -26,6 +26,7 @@ __all__ = [
     "DeltaArchived",
     "DeltaProposed",
     "DeltaRejected",
+    "DeltaRestaged",
     "EnvironmentChanged",
     "Erased",
     "ErasureKind",
@@ -42,11 +43,13 @@ __all__ = [
     "Longevity",
     "Operation",
     "OutcomeObserved",
+    "Provenance",
     "ReconcilePassed",
     "Scope",
     "SectionAnchor",
     "Signal",
     "SkillBaseRegistered",
+    "SkillResolved",
     "Text",
     "decode_event",
     "encode_event",
@@ -227,34 +230,66 @@ class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.registered"):
-    """An authored skill's identity, version, body digest and section anchors."""
+    """An authored skill's identity, version, body digest and section anchors.
+
+    The body itself is never stored: the caller keeps its ``SKILL.md`` and passes the
+    text to resolution, which refuses it when its digest is not ``body_digest``.
+    """
 
     skill: Name
     root: Key
     version: Name
     body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
     anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
+    #: The tools the skill may use (its ``allowed-tools``): the only names a tool hint
+    #: may carry.
+    tools: Annotated[list[Name], Meta(max_length=200)] = []
+    #: The skill's declared permissions (``filesystem:write:./**``, ``network:*``, …).
+    permissions: Annotated[list[Key], Meta(max_length=100)] = []
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    command_digest: Digest = b""
+
+
+#: Where a delta came from; ``untrusted`` (a web page, a document, another agent's
+#: output) is never auto-approved.
+Provenance = Literal["user_instruction", "outcome", "extractor", "untrusted"]
 
 
 class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
-    """A learned adjustment to a skill section, staged until approved."""
+    """A learned adjustment to a skill section, staged until approved.
+
+    Tier 1 is a tool hint (``payload`` names the tool); tier 3 is prose (a preference,
+    example or caveat). Tier 0 is a fact (:class:`FactLearned`), never a delta.
+    """
 
     delta_id: UUID
     skill: Name
     root: Key
     anchor: Name
-    tier: Annotated[int, Meta(ge=0, le=2)]
+    tier: Annotated[int, Meta(ge=0, le=3)]
     kind: Name
     payload: Text
     provenance: Name
     scope: Scope
+    #: The base's body digest when proposed.
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    #: Outcomes behind it: erasing one takes the delta.
+    evidence: Ids = []
+    #: Deltas this one consolidates: superseded (never deleted) when it is approved.
+    supersedes: Ids = []
+    #: May the track record activate it without a person (trusted provenance only)?
+    auto_approve: bool = False
+    command_digest: Digest = b""
 
 
 class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
-    """A staged delta becomes active."""
+    """A staged (or orphaned) delta becomes active, against the base digest named."""
 
     delta_id: UUID
     by: Name
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    command_digest: Digest = b""
 
 
 class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
@@ -263,6 +298,7 @@ class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     delta_id: UUID
     by: Name
     reason: Text = ""
+    command_digest: Digest = b""
 
 
 class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
@@ -271,22 +307,53 @@ class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     delta_id: UUID
     by: Name
     reason: Text = ""
+    command_digest: Digest = b""
+
+
+class DeltaRestaged(_Event, frozen=True, kw_only=True, tag="delta.restaged"):
+    """An active delta's track record fell below the bar: staged again, inert."""
+
+    delta_id: UUID
+    attempts: Annotated[int, Meta(ge=0)]
+    successes: Annotated[int, Meta(ge=0)]
+    outcome_id: UUID | None = None
+
+
+class SkillResolved(_Event, frozen=True, kw_only=True, tag="skill.resolved"):
+    """A session resolved a skill: the deltas rendered are in play for its outcomes.
+
+    ``orphans_shown`` lists the orphaned deltas the resolution reported, each once.
+    """
+
+    skill: Name
+    root: Key
+    scope: Scope
+    rendered: Ids = []
+    orphans_shown: Ids = []
+    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    command_digest: Digest = b""
 
 
 class FactLearned(_Event, frozen=True, kw_only=True, tag="fact.learned"):
-    """A tier-0 learned value."""
+    """A tier-0 learned value: a row a tool reads, never prose in a prompt."""
 
     fact_id: UUID
     key: Key
     value: Text
     scope: Scope
+    namespace: Name = "default"
+    provenance: Name = "user_instruction"
+    #: Outcomes behind it: erasing one takes the fact.
+    evidence: Ids = []
+    command_digest: Digest = b""
 
 
 class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
-    """A tool declares that it reads a fact key."""
+    """A tool declares that it reads a fact namespace (``key`` holds the namespace)."""
 
     key: Key
     tool: Name
+    command_digest: Digest = b""
 
 
 ErasureKind = Literal["principal", "session", "lesson", "outcome"]
@@ -326,6 +393,8 @@ AnyEvent = (
     | DeltaApproved
     | DeltaRejected
     | DeltaArchived
+    | DeltaRestaged
+    | SkillResolved
     | FactLearned
     | ConsumerDeclared
     | Erased

@@ -8,20 +8,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lessonledger.projections.deltas import DeltaView
+from lessonledger.projections.facts import FactView
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
 
-__all__ = ["VIEW_NAME", "lesson_view", "registry", "view_names"]
+__all__ = [
+    "DELTAS",
+    "FACTS",
+    "VIEW_NAME",
+    "delta_view",
+    "fact_view",
+    "lesson_view",
+    "registry",
+    "view_names",
+]
 
 #: The lesson view's name in the view store.
 VIEW_NAME = "lessons"
+#: The delta view's (skill bases and their deltas) and the fact table's.
+DELTAS, FACTS = "deltas", "facts"
 
 
 def registry(rules: Rules | None = None) -> list[Registered]:
     """Every view the ledger keeps, in the order each record is applied to them."""
     return [
         Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules)),
+        Registered(DELTAS, DeltaView, DeltaView.load),
+        Registered(FACTS, FactView, FactView.load),
     ]
 
 
@@ -29,6 +44,20 @@ def lesson_view(views: Runner | Mapping[str, Projection]) -> LessonView:
     """The lesson view among ``views`` (a runner, or what :meth:`Runner.fresh` returned)."""
     view = views[VIEW_NAME]
     assert isinstance(view, LessonView)
+    return view
+
+
+def delta_view(views: Runner | Mapping[str, Projection]) -> DeltaView:
+    """The delta view among ``views``."""
+    view = views[DELTAS]
+    assert isinstance(view, DeltaView)
+    return view
+
+
+def fact_view(views: Runner | Mapping[str, Projection]) -> FactView:
+    """The fact table among ``views``."""
+    view = views[FACTS]
+    assert isinstance(view, FactView)
     return view
 
 
