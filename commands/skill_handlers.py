@@ -79,7 +79,8 @@ _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:=|:=)\s*(\S.*?)\s*$")
 def decide_any(command: AnyCommand | SkillCommand,
                views: Runner | Mapping[str, Projection]) -> list[Decided]:
     """Decide any command against the views it reads."""
-    if isinstance(command, SKILL_COMMANDS):
+    if isinstance(command, (RegisterSkill, ProposeDelta, ApproveDeltas, RejectDeltas,
+                            ArchiveDeltas, LearnFact, DeclareConsumer, RecordResolution)):
         return decide_skill(command, delta_view(views))
     return decide(command, lesson_view(views))
 
