@@ -80,7 +80,8 @@ def test_anchors_are_slugs_and_section_digests_from_headings() -> None:
     # Trailing white space and CRLF line ends do not move a section's digest.
     assert anchors(BODY.replace("\n", "  \r\n")) == found
     changed = anchors(BODY_V2)
-    assert changed[:2] == found[:2] and changed[2].digest != found[2].digest
+    assert changed[:2] == found[:2]
+    assert changed[2].digest != found[2].digest
 
 
 def test_anchors_number_repeated_headings_and_skip_fenced_code() -> None:
@@ -95,7 +96,8 @@ def test_a_body_without_headings_has_one_whole_body_anchor() -> None:
 
 def test_registration_stores_digest_and_anchors_never_the_body(ledger: Ledger) -> None:
     base = ledger.skills.view.base("triage", "user")
-    assert base is not None and base.body_digest == body_digest(BODY)
+    assert base is not None
+    assert base.body_digest == body_digest(BODY)
     assert base.anchors == ["triage-inbox", "ranking", "drafting-replies"]
     assert base.tools == TOOLS
     stored = b"".join(r.payload or b"" for r in ledger.log.scan())
@@ -123,7 +125,9 @@ def test_staged_renders_nothing_approved_renders_archived_restores_base(ledger: 
 def test_off_state_is_the_base_byte_for_byte(ledger: Ledger) -> None:
     ledger.skills.approve([_prose(ledger, "Thank them by name."), _hint(ledger, "search")])
     off = ledger.skills.resolve("triage", BODY, learning=False)
-    assert off.text == BODY and off.tools == [] and off.rendered == []
+    assert off.text == BODY
+    assert off.tools == []
+    assert off.rendered == []
     assert hashlib.sha256(off.text.encode()).hexdigest() == body_digest(BODY) == \
         ledger.skills.view.base("triage", "user").body_digest  # type: ignore[union-attr]
 
@@ -171,7 +175,8 @@ def test_a_retry_with_the_same_key_writes_nothing(ledger: Ledger) -> None:
     again = ledger.skills.propose("triage", tier=3, kind="caveat", anchor="ranking",
                                   payload="Never rank by subject.",
                                   provenance="user_instruction", key="k1")
-    assert again == first and ledger.log.head() == head
+    assert again == first
+    assert ledger.log.head() == head
 
 
 def test_resolve_refuses_a_base_text_that_is_not_the_registered_version(
@@ -193,14 +198,16 @@ def test_a_base_change_orphans_every_delta_and_lists_them_once(ledger: Ledger) -
     assert orphans == {*active, staged}
     assert ledger.skills.deltas(status="rejected")[0].delta_id == rejected
     first = ledger.skills.resolve("triage", BODY_V2, session="s1")
-    assert first.text == BODY_V2 and first.tools == []  # orphans render nothing
+    assert first.text == BODY_V2
+    assert first.tools == []
     assert set(first.orphans) == orphans
     assert ledger.skills.resolve("triage", BODY_V2, session="s2").orphans == []  # once
     # Re-registering the same body changes nothing; re-approval (bulk) renders again.
     ledger.skills.register("triage", BODY_V2, tools=TOOLS, version="1.1")
     ledger.skills.approve(active)
     again = ledger.skills.resolve("triage", BODY_V2, session="s3")
-    assert set(again.rendered) == set(active) and again.tools == ["label"]
+    assert set(again.rendered) == set(active)
+    assert again.tools == ["label"]
     ledger.skills.archive([staged])  # an orphan may be discarded
 
 
@@ -217,7 +224,8 @@ def test_rendering_is_byte_identical_across_sessions_and_processes(ledger: Ledge
            for i, k in enumerate(["preference", "caveat", "example"] * 3)]
     ledger.skills.approve([*ids, _hint(ledger, "search"), _hint(ledger, "summarize")])
     here = [ledger.skills.resolve("triage", BODY, session=s) for s in ("a", "b")]
-    assert here[0].text == here[1].text and here[0].tools == here[1].tools
+    assert here[0].text == here[1].text
+    assert here[0].tools == here[1].tools
     script = (
         "import json, sys\n"
         "from lessonledger.commands import open_ledger\n"
@@ -237,7 +245,8 @@ def test_tool_hints_only_name_tools_that_exist_and_at_most_14(home: str) -> None
                                      provenance="outcome").ids["delta_id"] for t in tools]
         ledger.skills.approve(ids)
         result = ledger.skills.resolve("wide", "Use tools.\n")
-        assert len(result.tools) == MAX_TOOL_HINTS and len(result.retrieval_only) == 6
+        assert len(result.tools) == MAX_TOOL_HINTS
+        assert len(result.retrieval_only) == 6
         assert result.text == "Use tools.\n"  # hints add no prose
         live = ledger.skills.resolve("wide", "Use tools.\n", available=tools[:3])
         assert live.tools == tools[:3]
@@ -247,7 +256,8 @@ def test_the_budget_holds_and_no_item_is_cut(ledger: Ledger) -> None:
     ids = [_prose(ledger, f"Rule {i}: " + "word " * (5 + i)) for i in range(30)]
     ledger.skills.approve(ids)
     result = ledger.skills.resolve("triage", BODY, budget=200)
-    assert result.retrieval_only and result.learned_tokens <= 200
+    assert result.retrieval_only
+    assert result.learned_tokens <= 200
     block = result.text[len(BODY) + 1:]
     rows = {r.delta_id: r for r in ledger.skills.deltas()}
     assert block == HEADER + "".join(item_text(rows[i]) for i in result.rendered)
@@ -285,7 +295,8 @@ def test_trusted_auto_approve_needs_five_samples_at_85_percent(ledger: Ledger) -
     assert ledger.skills.deltas()[0].status == "staged"  # 4 samples: not yet
     _outcomes(ledger, [True], in_play=[delta])
     [row] = ledger.skills.deltas()
-    assert row.status == "active" and row.changed[2] == BY_POLICY
+    assert row.status == "active"
+    assert row.changed[2] == BY_POLICY
 
 
 def test_auto_approve_waits_for_the_success_rate(ledger: Ledger) -> None:
@@ -301,7 +312,8 @@ def test_untrusted_deltas_never_auto_activate(ledger: Ledger) -> None:
     head = ledger.log.head()
     with pytest.raises(DeltaRefusedError) as refused:
         _hint(ledger, "search", provenance="untrusted", auto_approve=True)
-    assert refused.value.rule == "untrusted-never-auto" and ledger.log.head() == head
+    assert refused.value.rule == "untrusted-never-auto"
+    assert ledger.log.head() == head
     ledger.skills.approve([delta])  # a person may still approve it
     assert ledger.skills.deltas()[0].status == "active"
 
@@ -347,7 +359,8 @@ def test_refused_deltas_name_the_rule_and_write_nothing(ledger: Ledger,
     head = ledger.log.head()
     with pytest.raises(DeltaRefusedError) as refused:
         ledger.skills.propose("triage", provenance="user_instruction", **fields)
-    assert refused.value.rule == rule and f"rule {rule}" in str(refused.value)
+    assert refused.value.rule == rule
+    assert f"rule {rule}" in str(refused.value)
     assert "nothing was written" in str(refused.value)
     assert ledger.log.head() == head
 
@@ -357,7 +370,8 @@ def test_a_fact_shaped_lesson_is_routed_to_tier_0(ledger: Ledger) -> None:
         ledger.skills.propose("triage", tier=3, kind="preference",
                               payload="followup_hours = 48", provenance="user_instruction")
     fact = refused.value
-    assert (fact.key, fact.value) == ("followup_hours", "48") and "learn_fact" in str(fact)
+    assert (fact.key, fact.value) == ("followup_hours", "48")
+    assert "learn_fact" in str(fact)
     ledger.skills.learn_fact(fact.namespace, fact.key, fact.value)
     assert ledger.skills.learned("triage", {}) == {"followup_hours": "48"}
 
@@ -444,7 +458,8 @@ def test_erasing_a_principal_takes_its_deltas_facts_and_their_history(ledger: Le
     assert [r.delta_id for r in ledger.skills.deltas()] == [ours]
     assert ledger.skills.learned("senders", None) is None
     stored = b"".join(r.payload or b"" for r in ledger.log.scan())
-    assert b"Acme deal" not in stored and b"carol@" not in stored
+    assert b"Acme deal" not in stored
+    assert b"carol@" not in stored
     approvals = [r for r in ledger.log.scan() if r.envelope.type == "delta.approved"]
     assert [r.payload is None for r in approvals] == [True, False]
 
