@@ -122,9 +122,10 @@ def _resolutions(view: DeltaView, bodies: dict[str, str]) -> list[Any]:
     return out
 
 
-_HINT = ("propose", 0, ((1, "tool_hint"), "(body)", "search"), "outcome", "global", True, [])
-_PROSE = ("propose", 0, ((3, "caveat"), "replies", "Say thanks."), "outcome", PROJECT, False,
-          [])
+_HINT: tuple[Any, ...] = ("propose", 0, ((1, "tool_hint"), "(body)", "search"), "outcome",
+                          "global", True, [])
+_PROSE: tuple[Any, ...] = ("propose", 0, ((3, "caveat"), "replies", "Say thanks."),
+                           "outcome", PROJECT, False, [])
 
 
 @settings(max_examples=60)
