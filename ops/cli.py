@@ -19,7 +19,7 @@ import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
-from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
+from lessonledger.ops import erasure_commands, lesson_commands, recall_commands, skill_commands
 from lessonledger.ops.config import HOME_ENV, LOG_NAME, default_home, open_log, open_logs
 from lessonledger.ops.render import echo, print_json, printable, progress, record_json, record_line
 
@@ -239,6 +239,7 @@ def _parser() -> argparse.ArgumentParser:
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
+    skill_commands.register(sub, _Parser)
     bench = sub.add_parser("bench", help="measure against baselines in the same run")
     which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
                                  parser_class=_Parser)
