@@ -164,6 +164,14 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_deltas(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_deltas
+
+    return _report(args, bench_deltas.run(sessions=args.sessions,
+                                          latency_sessions=args.latency_sessions,
+                                          progress=_say))
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -271,6 +279,15 @@ def _parser() -> argparse.ArgumentParser:
                                 "(default 100,000)")
     lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
     lifecycle.set_defaults(run=_cmd_bench_lifecycle)
+    deltas = which.add_parser("deltas", help=(
+        "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
+        "the delta view's fold vs raw replay"))
+    deltas.add_argument("--sessions", type=_count(1), default=2_000,
+                        help="agent sessions of traffic in the log (default 2,000)")
+    deltas.add_argument("--latency-sessions", type=_count(1), default=100,
+                        help="sessions whose resolutions are timed (default 100)")
+    deltas.add_argument("--json", action="store_true", help="print one JSON object")
+    deltas.set_defaults(run=_cmd_bench_deltas)
     _trapworld_parser(which)
     _describe(parser)
     return parser
