@@ -29,8 +29,10 @@ from lessonledger.commands.skill_errors import (
     UnknownSkillError,
 )
 from lessonledger.commands.skill_policies import BY_POLICY
+from lessonledger.ledger.compaction import compact
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
 from lessonledger.projections.resolution import HEADER, MAX_TOOL_HINTS, item_text, tokens
+from residue import found, secret
 
 BODY = """# Triage inbox
 
@@ -482,3 +484,21 @@ def test_erasing_a_session_takes_what_it_proposed_and_resolved(ledger: Ledger) -
     ledger.erase(key="e3", what="session", subject="s-9", reason="pasted data")
     assert ledger.skills.deltas() == []
     assert ledger.skills.view.rendered_in("s-9") == []
+
+
+def test_no_byte_of_an_erased_delta_or_fact_survives_compaction(home: str) -> None:
+    delta_secret, fact_secret = secret().decode(), secret().decode()
+    with open_ledger(home) as ledger:
+        ledger.skills.register("triage", BODY, tools=TOOLS)
+        delta = _prose(ledger, f"Mention {delta_secret}.", principal="alice")
+        ledger.skills.approve([delta])
+        ledger.skills.resolve("triage", BODY, session="s1")
+        ledger.skills.learn_fact("senders", "alice", fact_secret, principal="alice")
+        ledger.save_view()  # the delta view's saved rows hold the payload too
+        assert found(home, [delta_secret.encode(), fact_secret.encode()])
+        ledger.erase(key="e", what="principal", subject="alice", reason="request")
+    compact(home)
+    assert found(home, [delta_secret.encode(), fact_secret.encode()]) == set()
+    with open_ledger(home) as reopened:
+        assert reopened.skills.deltas() == []
+        assert reopened.skills.resolve("triage", BODY).text == BODY
