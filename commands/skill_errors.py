@@ -79,8 +79,8 @@ class UnknownAnchorError(CommandError, KeyError):
     """The delta names a section the base does not have."""
 
     def __init__(self, anchor: str, known: list[str]) -> None:
-        super().__init__(f"the skill has no section {anchor!r}; anchor to one of "
-                         f"{', '.join(known)}")
+        super().__init__(f"the skill has no section {anchor!r} for this delta (prose "
+                         f"anchors to a section); anchor to one of {', '.join(known)}")
         self.anchor = anchor
 
     def __str__(self) -> str:

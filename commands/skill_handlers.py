@@ -154,8 +154,10 @@ def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
 def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
     base = _base(view, cmd.skill, cmd.root)
     _check_delta(cmd, base)
-    if cmd.anchor not in (*base.anchors, WHOLE_BODY):
-        raise UnknownAnchorError(cmd.anchor, [WHOLE_BODY, *base.anchors])
+    # Prose anchors to a section; the whole body only when the base has no heading.
+    sections = base.anchors if cmd.tier == 3 else [*base.anchors, WHOLE_BODY]
+    if cmd.anchor not in sections:
+        raise UnknownAnchorError(cmd.anchor, list(dict.fromkeys(sections)))
     for delta_id in cmd.supersedes:
         if delta_id not in view.deltas:
             raise UnknownDeltaError(delta_id)

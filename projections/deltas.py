@@ -115,6 +115,8 @@ class DeltaView:
 
     def __init__(self) -> None:
         self._s = _State()
+        # Delta ids by skill key (derived, not saved): resolution reads one skill's.
+        self._by_skill: dict[str, list[UUID]] = {}
 
     @property
     def position(self) -> int:
@@ -130,6 +132,8 @@ class DeltaView:
         """A view from :meth:`dump`'s bytes."""
         view = cls()
         view._s = _decoder.decode(data)
+        for row in view._s.deltas.values():
+            view._by_skill.setdefault(skill_key(row.skill, row.root), []).append(row.delta_id)
         return view
 
     # -- queries ----------------------------------------------------------------------
@@ -150,7 +154,8 @@ class DeltaView:
 
     def on(self, skill: str, root: str) -> list[DeltaRow]:
         """Every delta on a skill, in rendering order."""
-        rows = [r for r in self._s.deltas.values() if (r.skill, r.root) == (skill, root)]
+        deltas = self._s.deltas
+        rows = [deltas[i] for i in self._by_skill.get(skill_key(skill, root), [])]
         return sorted(rows, key=lambda r: r.order)
 
     def unshown_orphans(self, skill: str, root: str) -> list[UUID]:
@@ -214,6 +219,7 @@ class DeltaView:
             base_digest=event.base_digest, evidence=list(event.evidence),
             supersedes=list(event.supersedes), auto_approve=event.auto_approve,
             changed=(position, "delta.proposed", ""))
+        self._by_skill.setdefault(skill_key(event.skill, event.root), []).append(event.delta_id)
 
     def _approve(self, event: DeltaApproved, position: int) -> None:
         row = self._s.deltas.get(event.delta_id)
