@@ -24,6 +24,7 @@ session on.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID, uuid4
@@ -63,6 +64,7 @@ __all__ = ["Skills"]
 T = TypeVar("T")
 _Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str]
 _copy = msgspec.msgpack.Decoder(list[DeltaRow])
+_facts = msgspec.msgpack.Decoder(list[FactRow])
 _encode = msgspec.msgpack.Encoder()
 
 
@@ -116,33 +118,42 @@ class Skills:
 
     @property
     def view(self) -> DeltaView:
-        """The delta view, caught up."""
+        """The delta view, caught up (live: it moves as this ledger folds more)."""
         self._ledger.catch_up()
         return delta_view(self._ledger.runner)
 
     @property
     def facts(self) -> FactView:
-        """The fact table, caught up."""
+        """The fact table, caught up (live, as :attr:`view` is)."""
         self._ledger.catch_up()
         return fact_view(self._ledger.runner)
+
+    @property
+    def _lock(self) -> AbstractContextManager[Any]:
+        """The ledger's lock: a query reads the views while no other thread folds."""
+        lock: AbstractContextManager[Any] = self._ledger._lock
+        return lock
 
     def deltas(self, skill: str | None = None, root: str | None = None,
                status: str | None = None) -> list[DeltaRow]:
         """Deltas (of a skill, in a status) in rendering order, as copies."""
-        rows = sorted((r for r in self.view.deltas.values()
-                       if (skill is None or r.skill == skill)
-                       and (root is None or r.root == root)
-                       and (status is None or r.status == status)),
-                      key=lambda r: (r.skill, r.root, r.order))
-        return _copy.decode(_encode.encode(rows))
+        with self._lock:
+            rows = sorted((r for r in self.view.deltas.values()
+                           if (skill is None or r.skill == skill)
+                           and (root is None or r.root == root)
+                           and (status is None or r.status == status)),
+                          key=lambda r: (r.skill, r.root, r.order))
+            return _copy.decode(_encode.encode(rows))
 
     def learned(self, namespace: str, default: T, scope: str = "global") -> dict[str, str] | T:
         """The values of a fact namespace (global ones, overridden by the scope's)."""
-        return self.facts.learned(namespace, scope) or default
+        with self._lock:
+            return self.facts.learned(namespace, scope) or default
 
     def inert(self) -> list[FactRow]:
         """Facts no declared consumer reads."""
-        return self.facts.inert()
+        with self._lock:
+            return _facts.decode(_encode.encode(self.facts.inert()))
 
     def resolve(self, skill: str, base_text: str, *, root: str = "user",
                 scope: str = "global", learning: bool = True, session: str = "",
@@ -159,14 +170,15 @@ class Skills:
         cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest)
         if session and cached in self._cache:
             return self._cache[cached]
-        view = self.view
-        base = view.base(skill, root)
-        if base is None:
-            raise UnknownSkillError(skill, root)
-        if digest != base.body_digest:
-            raise BaseMismatchError(skill, base.body_digest, digest)
-        result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
-                         available=tools)
+        with self._lock:
+            view = self.view
+            base = view.base(skill, root)
+            if base is None:
+                raise UnknownSkillError(skill, root)
+            if digest != base.body_digest:
+                raise BaseMismatchError(skill, base.body_digest, digest)
+            result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
+                             available=tools)
         if session:
             self._record(result, session, actor, principal)
             self._cache[cached] = result
@@ -188,9 +200,9 @@ class Skills:
     def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
              scope: str = "global") -> tuple[EffectiveSkill, EffectiveSkill]:
         """The effective skill without and with one delta made active (nothing written)."""
-        view = self.view
         without = self.resolve(skill, base_text, root=root, scope=scope)
-        trial = DeltaView.load(view.dump())
+        with self._lock:
+            trial = DeltaView.load(self.view.dump())
         row = trial.deltas.get(delta_id)
         base = trial.base(skill, root)
         if row is None or base is None or (row.skill, row.root) != (skill, root):
