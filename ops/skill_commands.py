@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -22,7 +23,26 @@ from lessonledger.ops.render import echo, print_json
 from lessonledger.projections.deltas import DeltaRow
 from lessonledger.projections.resolution import DEFAULT_BUDGET
 
-__all__ = ["find_delta", "register"]
+__all__ = ["find_delta", "front_matter", "register"]
+
+
+_FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.S)
+
+
+def front_matter(text: str) -> dict[str, str]:
+    """The top-level ``key: value`` lines of a skill's front matter (no full YAML)."""
+    match = _FRONT.match(text)
+    fields: dict[str, str] = {}
+    for line in match.group(1).splitlines() if match else []:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() and not line[:1].isspace() and not line.startswith("-"):
+            fields[key.strip()] = value.strip().strip("'\"")
+    return fields
+
+
+def _tool_list(value: str) -> list[str]:
+    """``allowed-tools``: space- or comma-separated, optionally in brackets."""
+    return [t.strip("'\"") for t in re.split(r"[\s,]+", value.strip().strip("[]")) if t]
 
 
 def _read(path: Path) -> str:
@@ -62,12 +82,14 @@ def _print_rows(args: argparse.Namespace, rows: list[DeltaRow]) -> None:
 
 def _cmd_register(args: argparse.Namespace) -> int:
     body = _read(args.path)
-    name = args.name or (args.path.parent.name if args.path.name == "SKILL.md"
-                         else args.path.stem)
+    front = front_matter(body)
+    name = args.name or front.get("name") or (
+        args.path.parent.name if args.path.name == "SKILL.md" else args.path.stem)
+    tools = args.tool or _tool_list(front.get("allowed-tools", ""))
     with open_lessons(args.home) as ledger:
         before = ledger.skills.view.base(name, args.root)
-        fields = {"root": args.root, "version": args.version, "tools": args.tool or [],
-                  "permissions": args.permission or []}
+        fields = {"root": args.root, "version": args.version or front.get("version") or "0",
+                  "tools": tools, "permissions": args.permission or []}
         ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
         base = ledger.skills.view.base(name, args.root)
         assert base is not None
@@ -219,9 +241,12 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
                                  parser_class=parser_class)
     reg = verbs.add_parser("register", help="record a SKILL.md's digest and section anchors")
     reg.add_argument("path", type=Path, help="the skill file (never copied into the log)")
-    reg.add_argument("--name", help="the skill's name (default: its folder, or file stem)")
-    reg.add_argument("--version", default="0", help="the authored version (default 0)")
-    reg.add_argument("--tool", action="append", help="a tool the skill may use (repeat)")
+    reg.add_argument("--name", help="the skill's name (default: its front matter's name, "
+                     "else its folder, or the file's stem)")
+    reg.add_argument("--version", help="the authored version (default: the front matter's "
+                     "version, else 0)")
+    reg.add_argument("--tool", action="append", help="a tool the skill may use (repeat; "
+                     "default: the front matter's allowed-tools)")
     reg.add_argument("--permission", action="append", help="a declared permission (repeat)")
     reg.add_argument("--key", help="idempotency key")
     reg.set_defaults(run=_cmd_register)

@@ -113,3 +113,16 @@ def test_facts_list_inert_learn_declare(capsys: pytest.CaptureFixture[str],
     [row] = js(capsys, home, "facts", "list")
     assert row["consumers"] == ["triage_inbox"]
     assert row["value"] == "urgent"
+
+
+def test_register_reads_name_version_and_allowed_tools_from_front_matter(
+        capsys: pytest.CaptureFixture[str], home: str, tmp_path: Path) -> None:
+    path = tmp_path / "SKILL.md"
+    path.write_text("---\nname: inbox-zero\nversion: '2.1'\nallowed-tools: read_mail, "
+                    "archive\nmetadata:\n  x: y\n---\n# Inbox zero\n")
+    base = js(capsys, home, "skill", "register", str(path))
+    assert (base["skill"], base["version"], base["tools"]) == (
+        "inbox-zero", "2.1", ["read_mail", "archive"])
+    override = js(capsys, home, "skill", "register", str(path), "--name", "other",
+                  "--tool", "grep")
+    assert (override["skill"], override["tools"]) == ("other", ["grep"])
