@@ -46,7 +46,8 @@ class FactShapedError(DeltaRefusedError):
         super().__init__(
             "fact-is-tier-0", "a fact-shaped lesson is not a delta",
             f"record it as a tier-0 fact: learn_fact(namespace={namespace!r}, "
-            f"fact_key={key!r}, value=…) or `lessonledger facts learn`", "$.payload")
+            f"fact_key={key or 'KEY'!r}, value=…) or `lessonledger facts learn`",
+            "$.payload")
         self.namespace = namespace
         self.key = key
         self.value = value

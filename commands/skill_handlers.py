@@ -121,7 +121,7 @@ def _refuse(rule: str, problem: str, remedy: str, field: str) -> None:
 def _check_fact_shape(cmd: ProposeDelta) -> None:
     assignment = _ASSIGNMENT.match(cmd.payload) if "\n" not in cmd.payload.strip() else None
     if cmd.tier == 0 or cmd.kind == "fact" or (cmd.tier != 1 and assignment):
-        key, value = assignment.groups() if assignment else (cmd.kind, cmd.payload)
+        key, value = assignment.groups() if assignment else ("", cmd.payload)
         raise FactShapedError(cmd.skill, key, value)
 
 

@@ -117,7 +117,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     if args.json:
         print_json(msgspec.to_builtins(result))
         return 0
-    print(result.text, end="")
+    # Line by line, escaped: a learned payload never drives the terminal (--json is exact).
+    for line in result.text.splitlines():
+        echo(line)
     echo(f"-- tools: {', '.join(result.tools) or 'none'}; {len(result.rendered)} deltas "
          f"rendered, {len(result.retrieval_only)} retrieval-only, "
          f"{result.learned_tokens}/{result.budget} tokens learned")

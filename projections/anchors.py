@@ -10,9 +10,10 @@ every machine from the text alone:
   that are neither letters nor digits made one ``-``, trimmed (``section`` when nothing
   is left); a slug seen before in the same body gets ``-2``, ``-3``, … in order;
 - the section digest is the SHA-256 of the section's lines with trailing white space
-  removed, joined by newlines (so a re-indented blank line or CRLF line ends do not move
-  it); the body digest, by contrast, is the SHA-256 of the exact UTF-8 bytes, because
-  the off-state must return them byte for byte.
+  removed and trailing blank lines dropped, joined by newlines (so white space at line
+  ends, blank lines at its end or CRLF line ends do not move it); the body digest, by
+  contrast, is the SHA-256 of the exact UTF-8 bytes, because the off-state must return
+  them byte for byte.
 
 A body with no heading has one anchor, :data:`WHOLE_BODY`, over all of it. Text before
 the first heading belongs to no section.
@@ -48,7 +49,10 @@ def slug(heading: str) -> str:
 
 
 def _digest(lines: list[str]) -> str:
-    return sha256("\n".join(line.rstrip() for line in lines).encode()).hexdigest()
+    kept = [line.rstrip() for line in lines]
+    while kept and not kept[-1]:
+        kept.pop()
+    return sha256("\n".join(kept).encode()).hexdigest()
 
 
 def anchors(text: str) -> list[SectionAnchor]:
