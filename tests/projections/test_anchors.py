@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
 
 _line = st.one_of(
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"),
             max_size=30),
     st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 7),
               st.text(alphabet="abc XYZ-_!é", max_size=12)),
