@@ -11,7 +11,9 @@
   proposed from it.
 
 Whatever the kind, every confirmation, contradiction or demotion that cites an erased
-outcome goes too: the evidence is gone, so what it counted for goes with it.
+outcome goes too: the evidence is gone, so what it counted for goes with it. So do the
+deltas and facts derived from what is erased, and every event about an erased delta
+(:mod:`lessonledger.commands.skill_erasure`).
 
 Envelopes hold no content (DESIGN §3), so they stay, and the chain with them. What the
 views derived from the erased bodies goes when they are rebuilt from the log without
@@ -35,6 +37,7 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.handlers import command_digest, command_id, occurred_ns
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
+from lessonledger.commands.skill_erasure import with_skill_derived
 from lessonledger.ledger.events import (
     CITES_AN_OUTCOME,
     ERASED,
@@ -128,7 +131,7 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
             raise UnknownLessonError(target)
     else:
         positions = _outcome(log, _uuid(subject))
-    return _with_attributions(log, positions)
+    return with_skill_derived(log, _with_attributions(log, positions))
 
 
 def _with_attributions(log: Writing, positions: list[int]) -> list[int]:

@@ -26,13 +26,13 @@ from lessonledger.commands.messages import (
     AnyCommand,
     DeclareEnvironmentChange,
     EditLesson,
-    Erase,
     ObserveOutcome,
     ProposeLesson,
     Reconcile,
     RetireLesson,
 )
 from lessonledger.commands.policies import verdict
+from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     AnyEvent,
@@ -115,7 +115,7 @@ def _instant(value: object) -> object:
     return (aware - _EPOCH) // timedelta(microseconds=1)
 
 
-def command_digest(command: AnyCommand | Erase) -> bytes:
+def command_digest(command: msgspec.Struct) -> bytes:
     """SHA-256 of the whole command in a canonical form: what a retry must match.
 
     Every field counts, the envelope's too (actor, principal, session, ``occurred_at``);
@@ -250,7 +250,8 @@ def _leaves(row: LessonRow, confidence: float, now: int,
     return ""
 
 
-def same_command(command: AnyCommand, first: AnyEvent, envelope: Envelope) -> bool:
+def same_command(command: AnyCommand | SkillCommand, first: AnyEvent,
+                 envelope: Envelope) -> bool:
     """Whether ``first``, the first event written under ``command``'s key, is its own.
 
     True for a retry; False when the key was used before for another command (of
@@ -284,7 +285,7 @@ def same_command(command: AnyCommand, first: AnyEvent, envelope: Envelope) -> bo
     return False
 
 
-def could_be(command: AnyCommand, envelope: Envelope) -> bool:
+def could_be(command: AnyCommand | SkillCommand, envelope: Envelope) -> bool:
     """Whether an erased first event, of which only ``envelope`` is left, is ``command``'s.
 
     What the envelope kept must match: the event type the command writes first, its
@@ -294,7 +295,7 @@ def could_be(command: AnyCommand, envelope: Envelope) -> bool:
     was erased.
     """
     scope = str(getattr(command, "project", "") or getattr(command, "scope", ""))
-    return (envelope.type == _FIRST[type(command)]
+    return (envelope.type == _FIRST.get(type(command), envelope.type)
             and (envelope.actor, envelope.principal, envelope.session)
             == (command.actor, command.principal, command.session)
             and (not scope or envelope.scope == scope)

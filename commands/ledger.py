@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from uuid import UUID
 
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
@@ -50,7 +50,6 @@ from lessonledger.commands.handlers import (
     adopt,
     command_id,
     could_be,
-    decide,
     occurred_ns,
     same_command,
 )
@@ -71,6 +70,10 @@ from lessonledger.commands.read_side import ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import Receipt, minted, minted_events
 from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.commands.skill_handlers import decide_any
+from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
+from lessonledger.commands.skills import Skills
 from lessonledger.ledger.events import decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -80,9 +83,11 @@ from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, registry
+from lessonledger.projections.views import VIEW_NAME, delta_view, registry
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
+
+C = TypeVar("C", bound="AnyCommand | SkillCommand")
 
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
@@ -106,11 +111,14 @@ class Ledger(ReadSide):
                  rules: Rules | None = None, embedder: Embedder | None = None,
                  record_delay: float = DEFAULT_DELAY) -> None:
         self._lmdb = acquire(os.path.expanduser(os.fspath(home)), sync=sync)
+        self.home = self._lmdb.path
         self.log = EventLog(self._lmdb, LOG_NAME)
         self._records: DeferredRecords = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
         self._open_views(rules, embedder)
+        #: Skill bases, their deltas and tier-0 facts (:mod:`lessonledger.commands.skills`).
+        self.skills = Skills(self)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
         """Load the saved views and vector index, and bring them up to the head."""
@@ -180,9 +188,12 @@ class Ledger(ReadSide):
 
     def _react(self, record: Record, log: EventLog | Writing,
                append: Callable[[list[NewEvent]], object]) -> None:
-        if record.envelope.type not in TRIGGERS or record.payload is None:
+        kind = record.envelope.type
+        if record.payload is None or (kind not in TRIGGERS and kind not in SKILL_TRIGGERS):
             return
-        decided = react(self.view, decode_event(cast_bytes(record.payload)), record.envelope)
+        event = decode_event(record.payload)
+        decided = react(self.view, event, record.envelope) if kind in TRIGGERS else []
+        decided += react_skills(delta_view(self.runner), event, record.envelope)
         if not decided:
             return
         trigger, env = trigger_id(record.envelope), record.envelope
@@ -203,7 +214,7 @@ class Ledger(ReadSide):
 
     # -- commands --------------------------------------------------------------------
 
-    def execute(self, command: AnyCommand) -> Receipt:
+    def execute(self, command: AnyCommand | SkillCommand) -> Receipt:
         """Check, decide and append one command's events and the policies' reactions.
 
         All in one write transaction, from the log as it stands: whatever other
@@ -226,7 +237,7 @@ class Ledger(ReadSide):
             raise outcome
         return outcome
 
-    def execute_all(self, commands: Sequence[AnyCommand]) -> list[Receipt]:
+    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand]) -> list[Receipt]:
         """Run commands in turn, all in one write transaction: every one, or none.
 
         Each is decided from the log as the ones before it left it, as :meth:`execute`
@@ -282,7 +293,7 @@ class Ledger(ReadSide):
                                       actor="ledger")])
             self._fold(writing, writing.append)
 
-    def _decide(self, command: AnyCommand, parent: UUID,
+    def _decide(self, command: AnyCommand | SkillCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:
         """Decide, append and fold one command in ``writing``; a refusal is returned.
 
@@ -291,7 +302,7 @@ class Ledger(ReadSide):
         """
         try:
             at = occurred_ns(command.occurred_at)
-            decided = decide(command, self.view)
+            decided = decide_any(command, self.runner)
         except CommandError as e:
             return e
         ids = [derived_id(parent, str(i)) for i in range(len(decided))]
@@ -304,7 +315,7 @@ class Ledger(ReadSide):
         self._fold(writing, writing.append)
         return Receipt([int(p) for p in positions], minted(decided))
 
-    def _receipt(self, command: AnyCommand, parent: UUID,
+    def _receipt(self, command: AnyCommand | SkillCommand, parent: UUID,
                  log: Writing) -> Receipt | CommandError | None:
         """The receipt of a command already in the log, else None.
 
@@ -392,7 +403,7 @@ class Ledger(ReadSide):
         self.close()
 
 
-def _not_erase(command: AnyCommand) -> AnyCommand:
+def _not_erase(command: C | Erase) -> C:
     """Refuse an :class:`Erase` given as a command: erasing is :meth:`Ledger.erase`'s."""
     if isinstance(command, Erase):
         msg = "an erasure is not run by execute; call Ledger.erase (or lessonledger erase)"

@@ -65,6 +65,8 @@ class ReadSide:
     may be recorded), ``_lock`` and ``_erasures`` before the first query.
     """
 
+    #: The home's directory (its real path).
+    home: str
     log: EventLog
     runner: Runner
     recaller: Recaller
@@ -355,6 +357,7 @@ class Reader(ReadSide):
         else:
             self._home = acquire(path)
             self._stack.callback(release, self._home)
+        self.home = self._home.path
         try:
             self.log = EventLog(self._home, LOG_NAME)
             self._records = None if self.read_only else DeferredRecords(self.log, record_delay)

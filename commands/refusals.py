@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.messages import AnyCommand, Erase
+from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.secrets import credential_field, credential_in
 
 __all__ = ["refuse_credentials", "refuse_query"]
@@ -24,10 +25,10 @@ _UNSTORED = {"key"}
 _UNSTORED_ERASE = {"key", "subject"}
 
 
-def refuse_credentials(command: AnyCommand | Erase) -> None:
+def refuse_credentials(command: AnyCommand | Erase | SkillCommand) -> None:
     """Raise :class:`CredentialError` naming the field and pattern of a secret in ``command``."""
-    found = credential_field(command, _UNSTORED_ERASE if isinstance(command, Erase)
-                             else _UNSTORED)
+    unstored = _UNSTORED_ERASE if isinstance(command, Erase) else _UNSTORED
+    found = credential_field(command, unstored | getattr(command, "unstored", frozenset()))
     if found is not None:
         raise CredentialError(found[1], found[0])
 

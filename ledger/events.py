@@ -19,10 +19,13 @@ from msgspec import Meta, Struct
 
 __all__ = [
     "CITES_AN_OUTCOME",
+    "DELTA_APPROVED",
+    "DELTA_PROPOSED",
     "ENVIRONMENT_CHANGED",
     "ERASED",
     "EVENT_CLASSES",
     "EVENT_TYPES",
+    "FACT_LEARNED",
     "LESSON_CONFIRMED",
     "LESSON_CONTRADICTED",
     "LESSON_DEMOTED",
@@ -31,9 +34,11 @@ __all__ = [
     "LESSON_RECALLED",
     "LESSON_SUPERSEDED",
     "MINTS_AN_ID",
+    "NAMES_A_DELTA",
     "NAMES_A_LESSON",
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
+    "SKILL_REGISTERED",
     "TRIGGERS_POLICIES",
     "AnyEvent",
     "Confidence",
@@ -42,6 +47,7 @@ __all__ = [
     "DeltaArchived",
     "DeltaProposed",
     "DeltaRejected",
+    "DeltaRestaged",
     "EnvironmentChanged",
     "Erased",
     "ErasureKind",
@@ -58,12 +64,14 @@ __all__ = [
     "Longevity",
     "Operation",
     "OutcomeObserved",
+    "Provenance",
     "ReconcilePassed",
     "RulesAdopted",
     "Scope",
     "SectionAnchor",
     "Signal",
     "SkillBaseRegistered",
+    "SkillResolved",
     "Text",
     "decode_event",
     "encode_event",
@@ -108,6 +116,8 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     triggers_policies: ClassVar[bool] = False
     #: The first event of a command that mints an id the receipt names.
     mints_an_id: ClassVar[bool] = False
+    #: The body is about one learned delta (``delta_id``): erasing it takes the event.
+    names_a_delta: ClassVar[bool] = False
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -299,66 +309,140 @@ class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.registered"):
-    """An authored skill's identity, version, body digest and section anchors."""
+    """An authored skill's identity, version, body digest and section anchors.
+
+    The body itself is never stored: the caller keeps its ``SKILL.md`` and passes the
+    text to resolution, which refuses it when its digest is not ``body_digest``.
+    """
 
     skill: Name
     root: Key
     version: Name
     body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
     anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
+    #: The tools the skill may use (its ``allowed-tools``): the only names a tool hint
+    #: may carry.
+    tools: Annotated[list[Name], Meta(max_length=200)] = []
+    #: The skill's declared permissions (``filesystem:write:./**``, ``network:*``, …).
+    permissions: Annotated[list[Key], Meta(max_length=100)] = []
+    #: The digest of the whole command that wrote this as its first event (see
+    #: ``commands.handlers.command_digest``): a retry under the same key must match it.
+    command_digest: Digest = b""
+
+
+#: Where a delta came from; ``untrusted`` (a web page, a document, another agent's
+#: output) is never auto-approved.
+Provenance = Literal["user_instruction", "outcome", "extractor", "untrusted"]
 
 
 class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
-    """A learned adjustment to a skill section, staged until approved."""
+    """A learned adjustment to a skill section, staged until approved.
+
+    Tier 1 is a tool hint (``payload`` names the tool); tier 3 is prose (a preference,
+    example or caveat). Tier 0 is a fact (:class:`FactLearned`), never a delta.
+    """
+
+    names_a_delta: ClassVar[bool] = True
 
     delta_id: UUID
     skill: Name
     root: Key
     anchor: Name
-    tier: Annotated[int, Meta(ge=0, le=2)]
+    tier: Annotated[int, Meta(ge=0, le=3)]
     kind: Name
     payload: Text
     provenance: Name
     scope: Scope
+    #: The base's body digest when proposed.
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    #: Outcomes behind it: erasing one takes the delta.
+    evidence: Ids = []
+    #: Deltas this one consolidates: superseded (never deleted) when it is approved.
+    supersedes: Ids = []
+    #: May the track record activate it without a person (trusted provenance only)?
+    auto_approve: bool = False
+    command_digest: Digest = b""
 
 
 class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
-    """A staged delta becomes active."""
+    """A staged (or orphaned) delta becomes active, against the base digest named."""
+
+    names_a_delta: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    command_digest: Digest = b""
 
 
 class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     """A staged delta is refused."""
 
+    names_a_delta: ClassVar[bool] = True
+
     delta_id: UUID
     by: Name
     reason: Text = ""
+    command_digest: Digest = b""
 
 
 class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     """An active delta is reverted; kept in history."""
 
+    names_a_delta: ClassVar[bool] = True
+
     delta_id: UUID
     by: Name
     reason: Text = ""
+    command_digest: Digest = b""
+
+
+class DeltaRestaged(_Event, frozen=True, kw_only=True, tag="delta.restaged"):
+    """An active delta's track record fell below the bar: staged again, inert."""
+
+    names_a_delta: ClassVar[bool] = True
+
+    delta_id: UUID
+    attempts: Annotated[int, Meta(ge=0)]
+    successes: Annotated[int, Meta(ge=0)]
+    outcome_id: UUID | None = None
+
+
+class SkillResolved(_Event, frozen=True, kw_only=True, tag="skill.resolved"):
+    """A session resolved a skill: the deltas rendered are in play for its outcomes.
+
+    ``orphans_shown`` lists the orphaned deltas the resolution reported, each once.
+    """
+
+    skill: Name
+    root: Key
+    scope: Scope
+    rendered: Ids = []
+    orphans_shown: Ids = []
+    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    command_digest: Digest = b""
 
 
 class FactLearned(_Event, frozen=True, kw_only=True, tag="fact.learned"):
-    """A tier-0 learned value."""
+    """A tier-0 learned value: a row a tool reads, never prose in a prompt."""
 
     fact_id: UUID
     key: Key
     value: Text
     scope: Scope
+    namespace: Name = "default"
+    provenance: Name = "user_instruction"
+    #: Outcomes behind it: erasing one takes the fact.
+    evidence: Ids = []
+    command_digest: Digest = b""
 
 
 class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
-    """A tool declares that it reads a fact key."""
+    """A tool declares that it reads a fact namespace (``key`` holds the namespace)."""
 
     key: Key
     tool: Name
+    command_digest: Digest = b""
 
 
 ErasureKind = Literal["principal", "session", "lesson", "outcome"]
@@ -399,6 +483,8 @@ AnyEvent = (
     | DeltaApproved
     | DeltaRejected
     | DeltaArchived
+    | DeltaRestaged
+    | SkillResolved
     | FactLearned
     | ConsumerDeclared
     | Erased
@@ -433,6 +519,12 @@ LESSON_RECALLED: Final = tag_of(LessonRecalled)
 RECONCILE_PASSED: Final = tag_of(ReconcilePassed)
 ENVIRONMENT_CHANGED: Final = tag_of(EnvironmentChanged)
 ERASED: Final = tag_of(Erased)
+SKILL_REGISTERED: Final = tag_of(SkillBaseRegistered)
+DELTA_PROPOSED: Final = tag_of(DeltaProposed)
+DELTA_APPROVED: Final = tag_of(DeltaApproved)
+FACT_LEARNED: Final = tag_of(FactLearned)
+#: Events about one learned delta: what erasing a delta's source takes with it.
+NAMES_A_DELTA: Final = tags_with("names_a_delta")
 #: Events about one lesson: what erasing a lesson takes.
 NAMES_A_LESSON: Final = tags_with("names_a_lesson")
 #: Events crediting or blaming a lesson on an outcome: what erasing the outcome takes.

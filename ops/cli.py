@@ -19,7 +19,7 @@ import msgspec
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
-from lessonledger.ops import erasure_commands, lesson_commands, recall_commands
+from lessonledger.ops import erasure_commands, lesson_commands, recall_commands, skill_commands
 from lessonledger.ops.config import HOME_ENV, LOG_NAME, default_home, open_log, open_logs
 from lessonledger.ops.render import (
     add_read_only,
@@ -172,6 +172,14 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_deltas(args: argparse.Namespace) -> int:
+    from lessonledger.ops import bench_deltas
+
+    return _report(args, bench_deltas.run(sessions=args.sessions,
+                                          latency_sessions=args.latency_sessions,
+                                          progress=_say))
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -262,6 +270,7 @@ def _parser() -> argparse.ArgumentParser:
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
+    skill_commands.register(sub, _Parser)
     bench = sub.add_parser("bench", help="measure against baselines in the same run")
     which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
                                  parser_class=_Parser)
@@ -293,6 +302,15 @@ def _parser() -> argparse.ArgumentParser:
                                 "(default 100,000)")
     lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
     lifecycle.set_defaults(run=_cmd_bench_lifecycle)
+    deltas = which.add_parser("deltas", help=(
+        "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
+        "the delta view's fold vs raw replay"))
+    deltas.add_argument("--sessions", type=_count(1), default=2_000,
+                        help="agent sessions of traffic in the log (default 2,000)")
+    deltas.add_argument("--latency-sessions", type=_count(1), default=100,
+                        help="sessions whose resolutions are timed (default 100)")
+    deltas.add_argument("--json", action="store_true", help="print one JSON object")
+    deltas.set_defaults(run=_cmd_bench_deltas)
     _trapworld_parser(which)
     _describe(parser)
     return parser

@@ -8,18 +8,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lessonledger.projections.deltas import DeltaView
+from lessonledger.projections.facts import FactView
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.outcome_stats import OutcomeStats
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
 
-__all__ = ["STATS_NAME", "VIEW_NAME", "lesson_view", "outcome_stats", "registry",
-           "view_names"]
+__all__ = [
+    "DELTAS",
+    "FACTS",
+    "STATS_NAME",
+    "VIEW_NAME",
+    "delta_view",
+    "fact_view",
+    "lesson_view",
+    "outcome_stats",
+    "registry",
+    "view_names",
+]
 
 #: The lesson view's name in the view store.
 VIEW_NAME = "lessons"
 #: The per-project outcome statistics' name.
 STATS_NAME = "outcomes"
+#: The delta view's (skill bases and their deltas) and the fact table's.
+DELTAS, FACTS = "deltas", "facts"
 
 
 def registry(rules: Rules | None = None) -> list[Registered]:
@@ -27,6 +41,8 @@ def registry(rules: Rules | None = None) -> list[Registered]:
     return [
         Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules)),
         Registered(STATS_NAME, OutcomeStats, OutcomeStats.load),
+        Registered(DELTAS, DeltaView, DeltaView.load),
+        Registered(FACTS, FactView, FactView.load),
     ]
 
 
@@ -41,6 +57,20 @@ def outcome_stats(views: Runner | Mapping[str, Projection]) -> OutcomeStats:
     """The outcome statistics among ``views``."""
     view = views[STATS_NAME]
     assert isinstance(view, OutcomeStats)
+    return view
+
+
+def delta_view(views: Runner | Mapping[str, Projection]) -> DeltaView:
+    """The delta view among ``views``."""
+    view = views[DELTAS]
+    assert isinstance(view, DeltaView)
+    return view
+
+
+def fact_view(views: Runner | Mapping[str, Projection]) -> FactView:
+    """The fact table among ``views``."""
+    view = views[FACTS]
+    assert isinstance(view, FactView)
     return view
 
 

@@ -1,0 +1,222 @@
+"""Skill, delta and fact command handlers: check against the views, decide the events.
+
+Pure, like :func:`lessonledger.commands.handlers.decide`: a refusal raises a typed
+error and nothing is written. The write-path rules for a delta (see
+:mod:`lessonledger.commands.skill_errors` for their names) are checked in
+:func:`_check_delta`, in the order a person would fix them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+from lessonledger.commands.handlers import Decided, command_digest, command_id, decide
+from lessonledger.commands.injection import refuse_injection
+from lessonledger.commands.messages import AnyCommand
+from lessonledger.commands.skill_errors import (
+    DeltaRefusedError,
+    DeltaStateError,
+    FactShapedError,
+    UnknownAnchorError,
+    UnknownDeltaError,
+    UnknownSkillError,
+)
+from lessonledger.commands.skill_messages import (
+    SKILL_COMMANDS,
+    ApproveDeltas,
+    ArchiveDeltas,
+    DeclareConsumer,
+    LearnFact,
+    ProposeDelta,
+    RecordResolution,
+    RegisterSkill,
+    RejectDeltas,
+    SkillCommand,
+)
+from lessonledger.ledger.events import (
+    AnyEvent,
+    ConsumerDeclared,
+    DeltaApproved,
+    DeltaArchived,
+    DeltaProposed,
+    DeltaRejected,
+    FactLearned,
+    SkillBaseRegistered,
+    SkillResolved,
+)
+from lessonledger.ledger.ids import derived_id
+from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
+from lessonledger.projections.deltas import BaseRow, DeltaView
+from lessonledger.projections.runner import Projection, Runner
+from lessonledger.projections.views import delta_view, lesson_view
+
+__all__ = [
+    "GRAMMAR",
+    "LOCAL_CAPABILITIES",
+    "decide_any",
+    "decide_skill",
+    "local_capabilities",
+]
+
+#: The kinds each tier holds. Tier 0 is facts (never a delta); tier 2 is deferred.
+GRAMMAR: dict[int, frozenset[str]] = {
+    1: frozenset({"tool_hint"}),
+    3: frozenset({"preference", "example", "caveat"}),
+}
+#: Permission domains whose skills take no delta (being wrong there is unrecoverable).
+LOCAL_CAPABILITIES = frozenset({"filesystem", "shell", "database", "desktop", "env"})
+_WIDENING_KINDS = frozenset({"permission", "permissions", "security_tier", "tool",
+                             "new_tool", "allowed_tools"})
+_WIDENING_TEXT = re.compile(
+    r"(?i)\b(permissions?|security[_ -]?tier|allowed[_-]tools)\s*[:=]")
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:=|:=)\s*(\S.*?)\s*$")
+
+
+def decide_any(command: AnyCommand | SkillCommand,
+               views: Runner | Mapping[str, Projection]) -> list[Decided]:
+    """Decide any command against the views it reads."""
+    if isinstance(command, (RegisterSkill, ProposeDelta, ApproveDeltas, RejectDeltas,
+                            ArchiveDeltas, LearnFact, DeclareConsumer, RecordResolution)):
+        return decide_skill(command, delta_view(views))
+    return decide(command, lesson_view(views))
+
+
+def decide_skill(command: SkillCommand, deltas: DeltaView) -> list[Decided]:
+    """Check a skill command and return its events, the first carrying its digest."""
+    handler: Callable[[Any, DeltaView], list[AnyEvent]] = _HANDLERS[type(command)]
+    first, *rest = handler(command, deltas)
+    stamped = msgspec.structs.replace(first, command_digest=command_digest(command))
+    return [Decided(e) for e in (stamped, *rest)]
+
+
+def local_capabilities(permissions: list[str]) -> list[str]:
+    """The permissions among ``permissions`` that grant a local capability."""
+    return [p for p in permissions if p.split(":", 1)[0].lower() in LOCAL_CAPABILITIES]
+
+
+def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
+    return [SkillBaseRegistered(
+        skill=cmd.skill, root=cmd.root, version=cmd.version,
+        body_digest=body_digest(cmd.body), anchors=anchors(cmd.body)[:500],
+        tools=list(dict.fromkeys(cmd.tools)), permissions=list(dict.fromkeys(cmd.permissions)))]
+
+
+def _base(view: DeltaView, skill: str, root: str) -> BaseRow:
+    base = view.base(skill, root)
+    if base is None:
+        raise UnknownSkillError(skill, root)
+    return base
+
+
+def _refuse(rule: str, problem: str, remedy: str, field: str) -> None:
+    raise DeltaRefusedError(rule, problem, remedy, field)
+
+
+def _check_fact_shape(cmd: ProposeDelta) -> None:
+    assignment = _ASSIGNMENT.match(cmd.payload) if "\n" not in cmd.payload.strip() else None
+    if cmd.tier == 0 or cmd.kind == "fact" or (cmd.tier != 1 and assignment):
+        key, value = assignment.groups() if assignment else ("", cmd.payload)
+        raise FactShapedError(cmd.skill, key, value)
+
+
+def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
+    if cmd.kind in _WIDENING_KINDS or _WIDENING_TEXT.search(cmd.payload):
+        _refuse("no-permission-change", "a delta may not change permissions, allowed "
+                "tools or the security tier", "deltas only narrow; change the authored "
+                "skill itself and register the new version", "$.kind")
+    _check_fact_shape(cmd)
+    local = local_capabilities(base.permissions)
+    if local:
+        _refuse("no-local-capability", f"skill {base.skill!r} has local-capability "
+                f"permissions ({', '.join(local)})", "deltas are not allowed on such skills; "
+                "edit the authored skill instead", "$.skill")
+    if cmd.kind not in GRAMMAR.get(cmd.tier, frozenset()):
+        kinds = "; ".join(f"tier {t}: {', '.join(sorted(k))}" for t, k in GRAMMAR.items())
+        _refuse("delta-grammar", f"kind {cmd.kind!r} is not a tier-{cmd.tier} kind",
+                f"use one of {kinds}", "$.kind")
+    if cmd.tier == 1 and cmd.payload not in base.tools:
+        have = ", ".join(base.tools) or "none declared"
+        _refuse("no-new-tool", f"tool {cmd.payload!r} is not one the skill has ({have})",
+                "a hint can only point at a tool the agent already has", "$.payload")
+    if cmd.provenance == "untrusted" and cmd.auto_approve:
+        _refuse("untrusted-never-auto", "untrusted provenance cannot be auto-approved",
+                "propose it without auto_approve; a person approves it", "$.auto_approve")
+    refuse_injection(cmd.payload, "$.payload")
+
+
+def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
+    base = _base(view, cmd.skill, cmd.root)
+    _check_delta(cmd, base)
+    # Prose anchors to a section; the whole body only when the base has no heading.
+    sections = base.anchors if cmd.tier == 3 else [*base.anchors, WHOLE_BODY]
+    if cmd.anchor not in sections:
+        raise UnknownAnchorError(cmd.anchor, list(dict.fromkeys(sections)))
+    for delta_id in cmd.supersedes:
+        if delta_id not in view.deltas:
+            raise UnknownDeltaError(delta_id)
+    delta_id = derived_id(command_id(cmd.key), "delta")
+    return [DeltaProposed(
+        delta_id=delta_id, skill=cmd.skill, root=cmd.root, anchor=cmd.anchor, tier=cmd.tier,
+        kind=cmd.kind, payload=cmd.payload, provenance=cmd.provenance, scope=cmd.scope,
+        base_digest=base.body_digest, evidence=cmd.evidence, supersedes=cmd.supersedes,
+        auto_approve=cmd.auto_approve)]
+
+
+def _moves(delta_ids: list[Any], view: DeltaView, move: str,
+           allowed: list[str]) -> list[Any]:
+    rows = []
+    for delta_id in dict.fromkeys(delta_ids):
+        row = view.deltas.get(delta_id)
+        if row is None:
+            raise UnknownDeltaError(delta_id)
+        if row.status not in allowed:
+            raise DeltaStateError(delta_id, row.status, move, allowed)
+        rows.append(row)
+    return rows
+
+
+def _approve(cmd: ApproveDeltas, view: DeltaView) -> list[AnyEvent]:
+    rows = _moves(cmd.delta_ids, view, "approved", ["staged", "orphaned"])
+    return [DeltaApproved(delta_id=r.delta_id, by=cmd.actor,
+                          base_digest=_base(view, r.skill, r.root).body_digest) for r in rows]
+
+
+def _reject(cmd: RejectDeltas, view: DeltaView) -> list[AnyEvent]:
+    rows = _moves(cmd.delta_ids, view, "rejected", ["staged", "orphaned"])
+    return [DeltaRejected(delta_id=r.delta_id, by=cmd.actor, reason=cmd.reason) for r in rows]
+
+
+def _archive(cmd: ArchiveDeltas, view: DeltaView) -> list[AnyEvent]:
+    rows = _moves(cmd.delta_ids, view, "archived", ["active", "orphaned"])
+    return [DeltaArchived(delta_id=r.delta_id, by=cmd.actor, reason=cmd.reason) for r in rows]
+
+
+def _learn(cmd: LearnFact, view: DeltaView) -> list[AnyEvent]:
+    for text, field in ((cmd.fact_key, "$.fact_key"), (cmd.value, "$.value")):
+        refuse_injection(text, field)
+    return [FactLearned(
+        fact_id=derived_id(command_id(cmd.key), "fact"), namespace=cmd.namespace,
+        key=cmd.fact_key, value=cmd.value, scope=cmd.scope, provenance=cmd.provenance,
+        evidence=cmd.evidence)]
+
+
+def _consumer(cmd: DeclareConsumer, view: DeltaView) -> list[AnyEvent]:
+    return [ConsumerDeclared(key=cmd.namespace, tool=cmd.tool)]
+
+
+def _resolved(cmd: RecordResolution, view: DeltaView) -> list[AnyEvent]:
+    _base(view, cmd.skill, cmd.root)
+    return [SkillResolved(skill=cmd.skill, root=cmd.root, scope=cmd.scope,
+                          rendered=cmd.rendered, orphans_shown=cmd.orphans_shown,
+                          text_digest=cmd.text_digest)]
+
+
+_HANDLERS: dict[type, Callable[[Any, DeltaView], list[AnyEvent]]] = {
+    RegisterSkill: _register, ProposeDelta: _propose, ApproveDeltas: _approve,
+    RejectDeltas: _reject, ArchiveDeltas: _archive, LearnFact: _learn,
+    DeclareConsumer: _consumer, RecordResolution: _resolved,
+}
+assert set(_HANDLERS) == set(SKILL_COMMANDS)

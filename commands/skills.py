@@ -1,0 +1,232 @@
+"""The skill, delta and fact API: ``ledger.skills``.
+
+    with open_ledger(home) as ledger:
+        body = Path("skills/triage/SKILL.md").read_text()
+        ledger.skills.register("triage", body, tools=["search", "summarize"])
+        receipt = ledger.skills.propose("triage", tier=3, kind="preference",
+                                        anchor="drafting-replies", provenance="user_instruction",
+                                        payload="Keep declines to two sentences.")
+        ledger.skills.approve([receipt.ids["delta_id"]])
+        skill = ledger.skills.resolve("triage", body, session="s-7")
+        prompt, tools = skill.text, skill.tools
+
+The base text stays the caller's: registration stores its digest and section anchors,
+and :meth:`Skills.resolve` takes the text again and refuses it (``BaseMismatchError``)
+when its digest is not the registered version's, so no user file is copied into the log.
+
+Resolution happens once per session: the first call for a (session, skill, scope, …)
+resolves and records what it rendered (``SkillResolved``: those deltas are in play for
+the session's outcomes, and orphans it reports are reported once); later calls in the
+session return that same object, so a delta approved mid-session applies from the next
+session on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from hashlib import sha256
+from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID, uuid4
+
+import msgspec
+from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.handlers import command_id
+from lessonledger.commands.messages import command_from
+from lessonledger.commands.receipts import Receipt
+from lessonledger.commands.skill_errors import (
+    BaseMismatchError,
+    UnknownDeltaError,
+    UnknownSkillError,
+)
+from lessonledger.commands.skill_messages import (
+    ApproveDeltas,
+    ArchiveDeltas,
+    DeclareConsumer,
+    LearnFact,
+    ProposeDelta,
+    RecordResolution,
+    RegisterSkill,
+    RejectDeltas,
+    SkillCommand,
+)
+from lessonledger.ledger.ids import derived_id
+from lessonledger.projections.anchors import body_digest
+from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
+from lessonledger.projections.facts import FactRow, FactView
+from lessonledger.projections.resolution import DEFAULT_BUDGET, EffectiveSkill, resolve
+from lessonledger.projections.views import delta_view, fact_view
+
+if TYPE_CHECKING:
+    from lessonledger.commands.ledger import Ledger
+
+__all__ = ["Skills"]
+
+T = TypeVar("T")
+_Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str]
+_copy = msgspec.msgpack.Decoder(list[DeltaRow])
+_facts = msgspec.msgpack.Decoder(list[FactRow])
+_encode = msgspec.msgpack.Encoder()
+
+
+class Skills:
+    """Skill bases, their deltas and tier-0 facts, on one ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._cache: dict[_Cached, EffectiveSkill] = {}
+
+    # -- commands ----------------------------------------------------------------------
+
+    def _run(self, kind: type[SkillCommand], fields: dict[str, Any]) -> Receipt:
+        fields.setdefault("key", f"{kind.__struct_config__.tag}:{uuid4()}")
+        return self._ledger.execute(command_from(fields, kind))
+
+    def register(self, skill: str, body: str, **fields: Any) -> Receipt:
+        """Register a skill base (or a new version; a changed body orphans its deltas)."""
+        return self._run(RegisterSkill, {"skill": skill, "body": body, **fields})
+
+    def propose(self, skill: str, **fields: Any) -> Receipt:
+        """Propose a delta (staged); ``receipt.ids["delta_id"]`` names it."""
+        fields = {"skill": skill, **fields}
+        fields.setdefault("key", f"propose_delta:{uuid4()}")
+        receipt = self._run(ProposeDelta, fields)
+        delta_id = derived_id(command_id(fields["key"]), "delta")
+        return msgspec.structs.replace(receipt, ids={**receipt.ids, "delta_id": delta_id})
+
+    def approve(self, delta_ids: Iterable[UUID], **fields: Any) -> Receipt:
+        """Approve staged deltas, or re-approve orphans, all or none."""
+        return self._run(ApproveDeltas, {"delta_ids": list(delta_ids), **fields})
+
+    def reject(self, delta_ids: Iterable[UUID], **fields: Any) -> Receipt:
+        """Reject staged or orphaned deltas."""
+        return self._run(RejectDeltas, {"delta_ids": list(delta_ids), **fields})
+
+    def archive(self, delta_ids: Iterable[UUID], **fields: Any) -> Receipt:
+        """Revert active (or orphaned) deltas: archived, never deleted."""
+        return self._run(ArchiveDeltas, {"delta_ids": list(delta_ids), **fields})
+
+    def learn_fact(self, namespace: str, key: str, value: str, **fields: Any) -> Receipt:
+        """Record a tier-0 fact (``fields`` may carry the command's ``key`` and scope)."""
+        return self._run(LearnFact, {"namespace": namespace, "fact_key": key,
+                                     "value": value, **fields})
+
+    def declare_consumer(self, tool: str, namespace: str, **fields: Any) -> Receipt:
+        """Declare that ``tool`` reads facts of ``namespace``."""
+        return self._run(DeclareConsumer, {"tool": tool, "namespace": namespace, **fields})
+
+    # -- queries -----------------------------------------------------------------------
+
+    @property
+    def view(self) -> DeltaView:
+        """The delta view, caught up (live: it moves as this ledger folds more)."""
+        self._ledger.catch_up()
+        return delta_view(self._ledger.runner)
+
+    @property
+    def facts(self) -> FactView:
+        """The fact table, caught up (live, as :attr:`view` is)."""
+        self._ledger.catch_up()
+        return fact_view(self._ledger.runner)
+
+    @property
+    def _lock(self) -> AbstractContextManager[Any]:
+        """The ledger's lock: a query reads the views while no other thread folds."""
+        lock: AbstractContextManager[Any] = self._ledger._lock
+        return lock
+
+    def deltas(self, skill: str | None = None, root: str | None = None,
+               status: str | None = None) -> list[DeltaRow]:
+        """Deltas (of a skill, in a status) in rendering order, as copies."""
+        with self._lock:
+            rows = sorted((r for r in self.view.deltas.values()
+                           if (skill is None or r.skill == skill)
+                           and (root is None or r.root == root)
+                           and (status is None or r.status == status)),
+                          key=lambda r: (r.skill, r.root, r.order))
+            return _copy.decode(_encode.encode(rows))
+
+    def base(self, skill: str, root: str = "user") -> BaseRow | None:
+        """A registered skill base (a copy), or None."""
+        with self._lock:
+            row = self.view.base(skill, root)
+            return None if row is None else msgspec.structs.replace(row)
+
+    def find_delta(self, text: str) -> UUID:
+        """A delta id from its full form or a unique prefix of it.
+
+        Raises:
+            InvalidCommandError: no delta, or more than one, has such an id.
+        """
+        with self._lock:
+            matches = [i for i in self.view.deltas if str(i).startswith(text.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        what = "no delta id starts" if not matches else f"{len(matches)} delta ids start"
+        msg = f"{what} with {text!r}; see `lessonledger deltas list`"
+        raise InvalidCommandError(msg, "$.delta")
+
+    def learned(self, namespace: str, default: T, scope: str = "global") -> dict[str, str] | T:
+        """The values of a fact namespace (global ones, overridden by the scope's)."""
+        with self._lock:
+            return self.facts.learned(namespace, scope) or default
+
+    def inert(self) -> list[FactRow]:
+        """Facts no declared consumer reads."""
+        with self._lock:
+            return _facts.decode(_encode.encode(self.facts.inert()))
+
+    def resolve(self, skill: str, base_text: str, *, root: str = "user",
+                scope: str = "global", learning: bool = True, session: str = "",
+                budget: int = DEFAULT_BUDGET, available: Iterable[str] | None = None,
+                actor: str = "agent", principal: str = "") -> EffectiveSkill:
+        """The effective skill for a session, resolved once and cached for it.
+
+        Raises:
+            UnknownSkillError: no such skill is registered.
+            BaseMismatchError: ``base_text`` is not the registered version.
+        """
+        tools = None if available is None else tuple(sorted(available))
+        digest = body_digest(base_text)
+        cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest)
+        if session and cached in self._cache:
+            return self._cache[cached]
+        with self._lock:
+            view = self.view
+            base = view.base(skill, root)
+            if base is None:
+                raise UnknownSkillError(skill, root)
+            if digest != base.body_digest:
+                raise BaseMismatchError(skill, base.body_digest, digest)
+            result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
+                             available=tools)
+        if session:
+            self._record(result, session, actor, principal)
+            self._cache[cached] = result
+        return result
+
+    def _record(self, result: EffectiveSkill, session: str, actor: str,
+                principal: str) -> None:
+        if not (result.rendered or result.orphans):
+            return
+        said = (result.skill, result.root, result.scope, result.text_digest, actor, principal,
+                [str(i) for i in [*result.rendered, *result.orphans]])
+        key = f"resolve:{session}:{sha256(_encode.encode(said)).hexdigest()[:32]}"
+        self._ledger.execute(RecordResolution(
+            key=key, skill=result.skill, root=result.root, scope=result.scope,
+            rendered=result.rendered, orphans_shown=result.orphans,
+            text_digest=result.text_digest, session=session, actor=actor,
+            principal=principal))
+
+    def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
+             scope: str = "global") -> tuple[EffectiveSkill, EffectiveSkill]:
+        """The effective skill without and with one delta made active (nothing written)."""
+        without = self.resolve(skill, base_text, root=root, scope=scope)
+        with self._lock:
+            trial = DeltaView.load(self.view.dump())
+        row = trial.deltas.get(delta_id)
+        base = trial.base(skill, root)
+        if row is None or base is None or (row.skill, row.root) != (skill, root):
+            raise UnknownDeltaError(delta_id)
+        row.status = "active"
+        return without, resolve(trial, base, base_text, scope)

@@ -1,0 +1,340 @@
+"""``lessonledger skill …``, ``deltas …`` and ``facts …``: the learned overlay, legible.
+
+A person registers an authored skill (its ``SKILL.md`` stays where it is: only its
+digest and section anchors are recorded), reviews the staged deltas with a diff of the
+effective skill with and without each, approves, rejects or archives them, and sees
+which learned facts no tool reads. Every command takes ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from lessonledger.commands.ledger import Ledger
+from lessonledger.ops.lesson_commands import open_lessons
+from lessonledger.ops.render import echo, print_json
+from lessonledger.projections.deltas import DeltaRow
+from lessonledger.projections.resolution import DEFAULT_BUDGET
+
+__all__ = ["find_delta", "front_matter", "register"]
+
+
+_FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.S)
+
+
+def front_matter(text: str) -> dict[str, str]:
+    """The top-level ``key: value`` lines of a skill's front matter (no full YAML)."""
+    match = _FRONT.match(text)
+    fields: dict[str, str] = {}
+    for line in match.group(1).splitlines() if match else []:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() and not line[:1].isspace() and not line.startswith("-"):
+            fields[key.strip()] = value.strip().strip("'\"")
+    return fields
+
+
+def _tool_list(value: str) -> list[str]:
+    """``allowed-tools``: space- or comma-separated, optionally in brackets."""
+    return [t.strip("'\"") for t in re.split(r"[\s,]+", value.strip().strip("[]")) if t]
+
+
+def _read(path: Path) -> str:
+    """A skill file's text, exactly (no newline translation: the digest is of its bytes)."""
+    return path.read_bytes().decode()
+
+
+def find_delta(ledger: Ledger, text: str) -> UUID:
+    """A delta id from its full form or a unique prefix of it."""
+    return ledger.skills.find_delta(text)
+
+
+def _ids(ledger: Ledger, texts: list[str]) -> list[UUID]:
+    return [find_delta(ledger, t) for t in texts]
+
+
+def _row_line(row: DeltaRow) -> str:
+    record = f"{row.total_successes}/{row.total_attempts}"
+    return (f"{str(row.delta_id)[:8]}  {row.status:<10} {row.skill}  tier {row.tier} "
+            f"{row.kind:<10} {row.anchor:<18} {record:>7}  {row.payload}")
+
+
+def _print_rows(args: argparse.Namespace, rows: list[DeltaRow]) -> None:
+    if args.json:
+        print_json([msgspec.to_builtins(r) for r in rows])
+        return
+    for row in rows:
+        echo(_row_line(row))
+    if not rows:
+        print("no deltas")
+
+
+def _cmd_register(args: argparse.Namespace) -> int:
+    body = _read(args.path)
+    front = front_matter(body)
+    name = args.name or front.get("name") or (
+        args.path.parent.name if args.path.name == "SKILL.md" else args.path.stem)
+    tools = args.tool or _tool_list(front.get("allowed-tools", ""))
+    with open_lessons(args.home) as ledger:
+        before = ledger.skills.base(name, args.root)
+        fields = {"root": args.root, "version": args.version or front.get("version") or "0",
+                  "tools": tools, "permissions": args.permission or []}
+        ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
+        base = ledger.skills.base(name, args.root)
+        assert base is not None
+        changed = before is not None and before.body_digest != base.body_digest
+        orphaned = [r.delta_id for r in ledger.skills.deltas(name, args.root, "orphaned")
+                    if changed]
+    if args.json:
+        print_json(msgspec.to_builtins(base) | {"orphaned": [str(i) for i in orphaned]})
+        return 0
+    echo(f"registered {name} ({args.root}) version {base.version}: "
+         f"{len(base.anchors)} sections, {len(base.tools)} tools, "
+         f"digest {base.body_digest[:12]}")
+    if orphaned:
+        print(f"the body changed: {len(orphaned)} deltas orphaned; review them with "
+              "`lessonledger deltas pending`")
+    return 0
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        result = ledger.skills.resolve(
+            args.name, _read(args.path), root=args.root, scope=args.scope,
+            learning=not args.off, session=args.session or "", budget=args.budget,
+            available=args.tool)
+    if args.json:
+        print_json(msgspec.to_builtins(result))
+        return 0
+    # Line by line, escaped: a learned payload never drives the terminal (--json is exact).
+    for line in result.text.splitlines():
+        echo(line)
+    echo(f"-- tools: {', '.join(result.tools) or 'none'}; {len(result.rendered)} deltas "
+         f"rendered, {len(result.retrieval_only)} retrieval-only, "
+         f"{result.learned_tokens}/{result.budget} tokens learned")
+    if result.orphans:
+        print(f"-- {len(result.orphans)} deltas were orphaned by a change of the skill "
+              "(shown once): `lessonledger deltas pending`")
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        delta = find_delta(ledger, args.delta)
+        without, with_it = ledger.skills.diff(args.name, _read(args.path), delta,
+                                              root=args.root, scope=args.scope)
+    lines = list(difflib.unified_diff(
+        without.text.splitlines(keepends=True), with_it.text.splitlines(keepends=True),
+        "without", f"with {str(delta)[:8]}"))
+    if args.json:
+        print_json({"delta": str(delta), "without": msgspec.to_builtins(without),
+                    "with": msgspec.to_builtins(with_it), "diff": "".join(lines)})
+        return 0
+    for line in lines:
+        echo(line.rstrip("\n"))
+    if without.tools != with_it.tools:
+        echo(f"tools: {without.tools} -> {with_it.tools}")
+    if not lines and without.tools == with_it.tools:
+        print("no difference (the delta is out of scope, over the budget, or not rendered)")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        rows = ledger.skills.deltas(args.skill, None, args.status)
+    _print_rows(args, rows)
+    return 0
+
+
+def _cmd_pending(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        rows = [r for r in ledger.skills.deltas(args.skill)
+                if r.status in ("staged", "orphaned")]
+    _print_rows(args, rows)
+    return 0
+
+
+def _cmd_propose(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        receipt = ledger.skills.propose(
+            args.skill, root=args.root, tier=args.tier, kind=args.kind, anchor=args.anchor,
+            payload=args.payload, provenance=args.provenance, scope=args.scope,
+            auto_approve=args.auto_approve, actor=args.by,
+            **({"key": args.key} if args.key else {}))
+    delta = receipt.ids["delta_id"]
+    if args.json:
+        print_json({"delta_id": str(delta), "positions": receipt.positions})
+    else:
+        print(f"staged delta {delta}; review it with `lessonledger skill diff`")
+    return 0
+
+
+def _move(args: argparse.Namespace, verb: str) -> int:
+    with open_lessons(args.home) as ledger:
+        ids = _ids(ledger, args.ids)
+        if getattr(args, "orphans", False):
+            ids += [r.delta_id for r in ledger.skills.deltas(args.skill, None, "orphaned")]
+        if not ids:
+            print(f"nothing to {verb}")
+            return 0
+        fields: dict[str, Any] = {"actor": args.by}
+        if verb != "approve":
+            fields["reason"] = args.reason
+        getattr(ledger.skills, verb)(ids, **fields)
+    if args.json:
+        print_json({verb: [str(i) for i in ids]})
+    else:
+        print(f"{verb}d {len(ids)} deltas; they apply from each agent's next session")
+    return 0
+
+
+def _cmd_facts(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        facts = ledger.skills.facts
+        rows = facts.inert() if args.facts == "inert" else facts.facts(args.namespace)
+        readers = {r.namespace: facts.consumers(r.namespace) for r in rows}
+    if args.json:
+        print_json([msgspec.to_builtins(r) | {"consumers": readers[r.namespace]}
+                    for r in rows])
+        return 0
+    for row in rows:
+        honoured = ", ".join(readers[row.namespace]) or "INERT: no tool reads it"
+        echo(f"{row.namespace}  {row.key} = {row.value}  ({row.scope}; {honoured})")
+    if not rows:
+        print("no facts" if args.facts == "list" else "no inert facts")
+    return 0
+
+
+def _cmd_learn(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        receipt = ledger.skills.learn_fact(args.namespace, args.fact_key, args.value,
+                                           scope=args.scope, actor=args.by)
+    if args.json:
+        print_json({"positions": receipt.positions})
+    else:
+        print(f"learned {args.namespace} {args.fact_key}")
+    return 0
+
+
+def _cmd_declare(args: argparse.Namespace) -> int:
+    with open_lessons(args.home) as ledger:
+        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by)
+    if args.json:
+        print_json({"positions": receipt.positions})
+    else:
+        print(f"{args.tool} reads {args.namespace}")
+    return 0
+
+
+def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    skill = sub.add_parser("skill", help="authored skills: register, resolve, diff")
+    verbs = skill.add_subparsers(dest="skill_verb", required=True, metavar="VERB",
+                                 parser_class=parser_class)
+    reg = verbs.add_parser("register", help="record a SKILL.md's digest and section anchors")
+    reg.add_argument("path", type=Path, help="the skill file (never copied into the log)")
+    reg.add_argument("--name", help="the skill's name (default: its front matter's name, "
+                     "else its folder, or the file's stem)")
+    reg.add_argument("--version", help="the authored version (default: the front matter's "
+                     "version, else 0)")
+    reg.add_argument("--tool", action="append", help="a tool the skill may use (repeat; "
+                     "default: the front matter's allowed-tools)")
+    reg.add_argument("--permission", action="append", help="a declared permission (repeat)")
+    reg.add_argument("--key", help="idempotency key")
+    reg.set_defaults(run=_cmd_register)
+    res = verbs.add_parser("resolve", help="the effective skill: base plus active deltas")
+    res.add_argument("name")
+    res.add_argument("path", type=Path, help="the registered skill file")
+    res.add_argument("--off", action="store_true", help="learning off: the base exactly")
+    res.add_argument("--session", help="record the resolution for this agent session")
+    res.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                     help=f"tokens the learned block may hold ({DEFAULT_BUDGET})")
+    res.add_argument("--tool", action="append", help="a tool the agent has (default: the "
+                     "skill's declared tools)")
+    res.set_defaults(run=_cmd_resolve)
+    diff = verbs.add_parser("diff", help="the effective skill with and without a delta")
+    diff.add_argument("name")
+    diff.add_argument("path", type=Path, help="the registered skill file")
+    diff.add_argument("delta", help="a delta id or unique prefix")
+    diff.set_defaults(run=_cmd_diff)
+    for parser in (reg, res, diff):
+        parser.add_argument("--root", default="user", help="the skill's root (default user)")
+        if parser is not reg:
+            parser.add_argument("--scope", default="global", help="project digest or global")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    deltas = sub.add_parser("deltas", help="learned deltas on skills: review and consent")
+    verbs = deltas.add_subparsers(dest="deltas_verb", required=True, metavar="VERB",
+                                  parser_class=parser_class)
+    listing = verbs.add_parser("list", help="every delta, with status and track record")
+    listing.add_argument("--status", help="only this status (staged, active, orphaned, …)")
+    listing.set_defaults(run=_cmd_list)
+    pending = verbs.add_parser("pending", help="staged and orphaned deltas awaiting a person")
+    pending.set_defaults(run=_cmd_pending)
+    propose = verbs.add_parser("propose", help="stage a delta (tier 1 hint or tier 3 prose)")
+    propose.add_argument("skill")
+    propose.add_argument("--tier", type=int, required=True, choices=[0, 1, 2, 3])
+    propose.add_argument("--kind", required=True,
+                         help="tool_hint | preference | example | caveat")
+    propose.add_argument("--payload", required=True, help="the tool, or the prose")
+    propose.add_argument("--anchor", default="(body)", help="a section slug")
+    propose.add_argument("--provenance", default="user_instruction",
+                         choices=["user_instruction", "outcome", "extractor", "untrusted"])
+    propose.add_argument("--scope", default="global", help="project digest or global")
+    propose.add_argument("--root", default="user")
+    propose.add_argument("--auto-approve", action="store_true",
+                         help="let a track record of 5 at 85%% activate it (trusted only)")
+    propose.add_argument("--key", help="idempotency key")
+    propose.set_defaults(run=_cmd_propose)
+    for verb in ("approve", "reject", "archive"):
+        moving = verbs.add_parser(verb, help=f"{verb} deltas (ids or unique prefixes)")
+        moving.add_argument("ids", nargs="*", metavar="ID")
+        if verb == "approve":
+            moving.add_argument("--orphans", action="store_true",
+                                help="also re-approve every orphan (of --skill)")
+        else:
+            moving.add_argument("--reason", default="", help="why, for the record")
+        moving.set_defaults(run=lambda a, v=verb: _move(a, v))
+        moving.add_argument("--skill", help="with --orphans: only this skill's")
+    for parser in (listing, pending):
+        parser.add_argument("--skill", help="only this skill's deltas")
+    for parser in verbs.choices.values():
+        parser.add_argument("--by", default="operator", help="who acts (default operator)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    facts = sub.add_parser("facts", help="tier-0 learned facts and the tools that read them")
+    verbs = facts.add_subparsers(dest="facts", required=True, metavar="VERB",
+                                 parser_class=parser_class)
+    listing = verbs.add_parser("list", help="every learned fact and who reads it")
+    listing.add_argument("--namespace", help="only this namespace")
+    listing.set_defaults(run=_cmd_facts)
+    inert = verbs.add_parser("inert", help="facts no declared consumer reads")
+    inert.set_defaults(run=_cmd_facts, namespace=None)
+    learn = verbs.add_parser("learn", help="record a fact (a row, never prompt text)")
+    learn.add_argument("namespace")
+    learn.add_argument("fact_key", metavar="KEY")
+    learn.add_argument("value")
+    learn.add_argument("--scope", default="global", help="project digest or global")
+    learn.set_defaults(run=_cmd_learn)
+    declare = verbs.add_parser("declare", help="declare that a tool reads a namespace")
+    declare.add_argument("tool")
+    declare.add_argument("namespace")
+    declare.set_defaults(run=_cmd_declare)
+    for parser in verbs.choices.values():
+        parser.add_argument("--by", default="operator", help="who acts (default operator)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add ``skill``, ``deltas`` and ``facts`` to the CLI's sub-parsers."""
+    _skill_parsers(sub, parser_class)
+    _delta_parsers(sub, parser_class)
+    _fact_parsers(sub, parser_class)

@@ -1,0 +1,150 @@
+"""Resolution: the effective skill, base ⊕ active deltas, as one deterministic text.
+
+- **Off** (``learning=False``): the base text exactly, no tool hints. Its SHA-256 is
+  the registered body digest.
+- **On**: the base text, then one ``## Learned adjustments`` block holding every active
+  tier-3 delta in scope (the scope's own and global ones), one item each, in (tier,
+  kind, created_at, id) order. The same delta set gives the same bytes in any process:
+  nothing in the text depends on the clock, the process or a dict's order. With no
+  delta to render the text is the base exactly.
+- **Budget**: the block is at most ``budget`` tokens (a token is taken as 4 characters,
+  rounded up). Deltas are admitted whole, most valuable first (success rate over their
+  attributed outcomes, smoothed as (s + 1) / (n + 2); then more samples; then older);
+  from the first that does not fit on, the rest are *retrieval-only*: listed, not
+  rendered. No item is ever cut.
+- **Tool hints** (tier 1): the tools named by active hints, only those the agent has
+  (``available``, by default the skill's declared tools), at most
+  :data:`MAX_TOOL_HINTS`, most valuable first, then listed in rendering order. Hints over
+  the cap are retrieval-only too.
+- Staged, rejected, archived, orphaned and superseded deltas render nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from hashlib import sha256
+from uuid import UUID
+
+import msgspec
+from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "HEADER",
+    "MAX_TOOL_HINTS",
+    "EffectiveSkill",
+    "item_text",
+    "resolve",
+    "tokens",
+]
+
+#: At most this many tool hints (the tool loader's cap on a skill's tools).
+MAX_TOOL_HINTS = 14
+#: Tokens the learned block may hold by default (about 1,600 characters).
+DEFAULT_BUDGET = 400
+HEADER = "## Learned adjustments\n\n"
+
+
+class EffectiveSkill(msgspec.Struct, frozen=True, kw_only=True):
+    """A resolved skill: what goes in front of the agent, and what was left out.
+
+    Attributes:
+        text: the effective text (the base exactly when off or with nothing to render).
+        tools: tool hints, in rendering order.
+        rendered: the deltas in ``text`` and ``tools``, in rendering order.
+        retrieval_only: active deltas over the budget or the hint cap.
+        orphans: orphaned deltas not reported before (a notice, shown once).
+        text_digest: SHA-256 (hex) of ``text``.
+        learned_tokens: the block's size in tokens (0 when nothing is rendered).
+    """
+
+    skill: str
+    root: str
+    version: str
+    scope: str
+    learning: bool
+    text: str
+    tools: list[str]
+    rendered: list[UUID]
+    retrieval_only: list[UUID]
+    orphans: list[UUID]
+    text_digest: str
+    budget: int
+    learned_tokens: int
+
+
+def tokens(text: str) -> int:
+    """The token estimate the budget counts: 4 characters a token, rounded up."""
+    return (len(text) + 3) // 4
+
+
+def item_text(row: DeltaRow) -> str:
+    """One delta's item in the learned block (continuation lines indented)."""
+    lines = row.payload.strip().splitlines() or [""]
+    rest = "".join(f"\n  {line}".rstrip(" ") for line in lines[1:])
+    return f"- {row.kind} ({row.anchor}): {lines[0]}{rest}\n"
+
+
+def _value(row: DeltaRow) -> tuple[float, int, int, str]:
+    """Sort key, most valuable first."""
+    rate = (row.total_successes + 1) / (row.total_attempts + 2)
+    return (-rate, -row.total_attempts, row.created_at, str(row.delta_id))
+
+
+def _in_scope(rows: Iterable[DeltaRow], scope: str) -> list[DeltaRow]:
+    return [r for r in rows if r.status == "active" and r.scope in (scope, "global")]
+
+
+def _admit_prose(rows: list[DeltaRow], budget: int) -> tuple[list[DeltaRow], list[DeltaRow]]:
+    """Split prose deltas into (rendered, retrieval-only) under the budget."""
+    used = tokens(HEADER)
+    kept: list[DeltaRow] = []
+    ranked = sorted(rows, key=_value)
+    for index, row in enumerate(ranked):
+        cost = tokens(item_text(row))
+        if used + cost > budget:
+            return kept, ranked[index:]
+        kept.append(row)
+        used += cost
+    return kept, []
+
+
+def _admit_hints(rows: list[DeltaRow], available: set[str]) -> tuple[
+        list[DeltaRow], list[DeltaRow]]:
+    kept: list[DeltaRow] = []
+    over: list[DeltaRow] = []
+    tools: set[str] = set()
+    for row in sorted((r for r in rows if r.payload in available), key=_value):
+        if row.payload in tools:
+            kept.append(row)  # the same tool again: it costs nothing more
+        elif len(tools) < MAX_TOOL_HINTS:
+            tools.add(row.payload)
+            kept.append(row)
+        else:
+            over.append(row)
+    return kept, over
+
+
+def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
+            learning: bool = True, budget: int = DEFAULT_BUDGET,
+            available: Iterable[str] | None = None) -> EffectiveSkill:
+    """The effective skill; ``base_text`` must be the registered base (its digest checked)."""
+    rows = _in_scope(view.on(base.skill, base.root), scope) if learning else []
+    prose, over = _admit_prose([r for r in rows if r.tier >= 2], budget)
+    tools = set(base.tools if available is None else available) & set(base.tools)
+    hints, too_many = _admit_hints([r for r in rows if r.tier == 1], tools)
+    prose.sort(key=lambda r: r.order)
+    hints.sort(key=lambda r: r.order)
+    text = base_text
+    block = ""
+    if prose:
+        block = HEADER + "".join(item_text(r) for r in prose)
+        text = base_text + ("\n" if base_text.endswith("\n") else "\n\n") + block
+    return EffectiveSkill(
+        skill=base.skill, root=base.root, version=base.version, scope=scope,
+        learning=learning, text=text, tools=list(dict.fromkeys(r.payload for r in hints)),
+        rendered=[r.delta_id for r in sorted([*hints, *prose], key=lambda r: r.order)],
+        retrieval_only=[r.delta_id for r in sorted([*over, *too_many], key=lambda r: r.order)],
+        orphans=view.unshown_orphans(base.skill, base.root) if learning else [],
+        text_digest=sha256(text.encode()).hexdigest(), budget=budget,
+        learned_tokens=tokens(block) if block else 0)
