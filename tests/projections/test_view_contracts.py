@@ -1,0 +1,59 @@
+"""Every registered view keeps the contracts of ``tests/contracts.py``."""
+
+from __future__ import annotations
+
+from contracts import ProjectionContract
+from lessonledger.commands import Ledger, Operation
+from lessonledger.projections.views import view_names
+
+P = "3f9a0c1b2d4e5f60"
+BODY = "# Triage\n\nSort the inbox.\n\n## Replies\n\nDraft short replies.\n"
+
+
+def _outcome(ledger: Ledger, principal: str, text: str) -> None:
+    ledger.observe_outcome(
+        key=f"{principal}-o", principal=principal, session=f"{principal}-s", project=P,
+        passed=True, task=text, operations=[
+            Operation(op=f"{principal}-build", target="t", ok=False, error=text[:100]),
+            Operation(op=f"{principal}-build-fixed", target="t", ok=True, order=1)])
+
+
+class TestLessons(ProjectionContract):
+    view = "lessons"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> None:
+        _outcome(ledger, principal, text)
+        ledger.recall(P, text, session=f"{principal}-s", principal=principal)
+        ledger.flush()
+
+
+class TestOutcomes(ProjectionContract):
+    view = "outcomes"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> None:
+        _outcome(ledger, principal, text)
+
+
+class TestDeltas(ProjectionContract):
+    view = "deltas"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> None:
+        if ledger.skills.base("triage") is None:
+            ledger.skills.register("triage", BODY, tools=["search"], key="register")
+        delta = ledger.skills.propose(
+            "triage", tier=3, kind="preference", anchor="replies", payload=f"Say {text}.",
+            provenance="user_instruction", principal=principal, key=f"{principal}-d")
+        ledger.skills.approve([delta.ids["delta_id"]], principal=principal,
+                              key=f"{principal}-a")
+
+
+class TestFacts(ProjectionContract):
+    view = "facts"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> None:
+        ledger.skills.learn_fact("senders", principal, text, principal=principal)
+
+
+def test_every_registered_view_has_its_contract_test() -> None:
+    tested = {kind.view for kind in ProjectionContract.__subclasses__()}
+    assert tested == set(view_names())
