@@ -10,6 +10,7 @@ from eventsourcing.persistence import (
     DataError,
     IntegrityError,
     InternalError,
+    OperationalError,
     ProgrammingError,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidEventError",
     "LedgerConfigError",
     "LedgerCorruptError",
+    "LedgerStorageError",
     "LessonLedgerError",
     "StreamConflictError",
 ]
@@ -133,3 +135,16 @@ class LedgerCorruptError(LessonLedgerError, InternalError):
         )
         super().__init__(msg)
         self.position = position
+
+
+class LedgerStorageError(LessonLedgerError, OperationalError):
+    """The store failed under a write (disk full, map full, I/O error); nothing committed.
+
+    Attributes:
+        cause: LMDB's own message.
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"the store failed: {cause}; nothing of the failed write was "
+                         "committed: free disk space or check the home, then retry")
+        self.cause = cause

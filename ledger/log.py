@@ -47,6 +47,7 @@ from lessonledger.ledger.errors import (
     IdempotencyConflictError,
     InvalidEventError,
     LedgerCorruptError,
+    LedgerStorageError,
     StreamConflictError,
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
@@ -216,9 +217,13 @@ class EventLog:
         other process can append in between. Everything appended commits when the block
         ends, or nothing does if it raises.
         """
-        with self._env.begin(write=True) as txn:
-            writing = Writing(self, txn)
-            yield writing
+        try:
+            with self._env.begin(write=True) as txn:
+                writing = Writing(self, txn)
+                yield writing
+        except lmdb.Error as e:
+            # The project's own error, so a caller catches one family; LMDB aborted it.
+            raise LedgerStorageError(str(e)) from e
         if writing.appended:
             self.home.notify(self.name)
 

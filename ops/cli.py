@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import lmdb
 import msgspec
-from lessonledger.ledger.errors import LessonLedgerError
+from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops import erasure_commands, lesson_commands, recall_commands, skill_commands
@@ -388,6 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.home = args.home or default_home(demo=getattr(args, "demo", False))
     try:
         return int(args.run(args))
+    except LedgerStorageError as e:
+        print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
+        return 1
     except LessonLedgerError as e:
         print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
         return 2

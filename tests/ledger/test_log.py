@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
@@ -345,3 +347,22 @@ def test_stored_envelopes_are_the_canonical_envelope_encoding(log: EventLog) -> 
         decoded = decode_envelope(envelope)
         assert decoded.position == position
         assert encode_envelope(decoded) == envelope
+
+
+def test_a_store_failure_under_a_write_is_the_ledgers_own_error(tmp_path: Path) -> None:
+    # A map too small for the batch: LMDB's MapFullError becomes LedgerStorageError, and
+    # nothing of the batch is committed.
+    from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
+    from lessonledger.ledger.lmdb_env import acquire, release
+
+    home = acquire(str(tmp_path / "small"), map_size=1 << 20)
+    try:
+        log = EventLog(home, "ledger")
+        log.append([NewEvent("s", 0, "note", b"x")])
+        with pytest.raises(LedgerStorageError) as raised:
+            log.append([NewEvent("big", v, "note", os.urandom(200_000)) for v in range(8)])
+        assert isinstance(raised.value, LessonLedgerError)
+        assert "nothing of the failed write was committed" in str(raised.value)
+        assert log.head() == 1
+    finally:
+        release(home)
