@@ -40,8 +40,6 @@ from lessonledger.commands.policies import trigger_id
 from lessonledger.commands.skill_erasure import with_skill_derived
 from lessonledger.ledger.events import (
     CITES_AN_OUTCOME,
-    ERASED,
-    NAMES_A_LESSON,
     OUTCOME_OBSERVED,
     AnyEvent,
     Erased,
@@ -52,6 +50,7 @@ from lessonledger.ledger.events import (
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.log import NewEvent, Record, Writing
 from lessonledger.ledger.submission import new_event
+from lessonledger.projections.audit_index import AuditIndex
 
 __all__ = [
     "ERASED_PER_RECORD",
@@ -107,8 +106,11 @@ class UnknownOutcomeError(InvalidCommandError, KeyError):
         return str(self.args[0])
 
 
-def erased_positions(log: Writing, command: Erase) -> list[int]:
+def erased_positions(log: Writing, command: Erase, index: AuditIndex) -> list[int]:
     """Return, in order, the positions whose bodies ``command`` erases (present ones only).
+
+    ``index`` is the audit index folded to the head of ``log``: the positions come from
+    it, and only their records are read, never the whole log.
 
     Raises:
         NothingToEraseError: no present body names the principal or session.
@@ -118,36 +120,39 @@ def erased_positions(log: Writing, command: Erase) -> list[int]:
     """
     what, subject = command.what, command.subject
     if what in ("principal", "session"):
-        # Erasures themselves stay: they are the audit trail, and what replicas apply.
-        named = [r for r in log.scan() if r.envelope.type != ERASED
-                 and getattr(r.envelope, what) == subject]
-        positions = [r.envelope.position for r in named if r.payload is not None]
+        # Erasures themselves stay: the index leaves them out (the audit trail).
+        named = index.positions(what, subject)
+        positions = [r.envelope.position for r in _records(log, named) if r.payload is not None]
         if not positions:
             raise NothingToEraseError(what, subject, len(named))
     elif what == "lesson":
         target = _uuid(subject)
-        positions = _about(log.scan(), {target})
+        positions = _about(log, index, {target})
         if not positions:
             raise UnknownLessonError(target)
     else:
-        positions = _outcome(log, _uuid(subject))
-    return with_skill_derived(log, _with_attributions(log, positions))
+        positions = _outcome(log, index, _uuid(subject))
+    return with_skill_derived(log, _with_attributions(log, index, positions))
 
 
-def _with_attributions(log: Writing, positions: list[int]) -> list[int]:
+def _records(log: Writing, positions: Iterable[int]) -> list[Record]:
+    """The records at ``positions``, in order."""
+    return [log.read(p, limit=1)[0] for p in positions]
+
+
+def _with_attributions(log: Writing, index: AuditIndex, positions: list[int]) -> list[int]:
     """``positions`` and every event crediting or blaming a lesson on an outcome among them.
 
     Whoever's the lesson, the evidence was the erased outcome: a confirmation made when
     another lesson absorbed one citing it, say, carries the absorbed one's principal.
     """
     erased = set(positions)
-    outcomes = {_outcome_id(r.payload) for r in log.scan()
-                if r.envelope.position in erased and r.payload is not None
-                and r.envelope.type == OUTCOME_OBSERVED} - {None}
-    if outcomes:
-        erased.update(r.envelope.position for r in log.scan()
-                      if r.payload is not None and r.envelope.type in CITES_AN_OUTCOME
-                      and getattr(_event(r.payload), "outcome_id", None) in outcomes)
+    outcomes = {_outcome_id(r.payload) for r in _records(log, positions)
+                if r.payload is not None and r.envelope.type == OUTCOME_OBSERVED} - {None}
+    for outcome_id in outcomes:
+        erased.update(r.envelope.position
+                      for r in _records(log, index.positions("outcome", str(outcome_id)))
+                      if r.payload is not None and r.envelope.type in CITES_AN_OUTCOME)
     return sorted(erased)
 
 
@@ -159,26 +164,21 @@ def _uuid(subject: str) -> UUID:
         raise InvalidCommandError(msg, "$.subject") from None
 
 
-def _about(records: Iterable[Record], lessons: set[UUID]) -> list[int]:
+def _about(log: Writing, index: AuditIndex, lessons: set[UUID]) -> list[int]:
     """Positions of the present bodies that name one of ``lessons``."""
-    positions = []
-    for record in records:
-        if record.payload is None or record.envelope.type not in NAMES_A_LESSON:
-            continue
-        if getattr(_event(record.payload), "lesson_id", None) in lessons:
-            positions.append(record.envelope.position)
-    return positions
+    named = sorted({p for lesson in lessons for p in index.positions("lesson", str(lesson))})
+    return [r.envelope.position for r in _records(log, named) if r.payload is not None]
 
 
-def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
+def _outcome(log: Writing, index: AuditIndex, outcome_id: UUID) -> list[int]:
     """The outcome, what the policies decided from it (and from that), and its lessons."""
-    outcomes = [r for r in log.scan() if r.envelope.type == OUTCOME_OBSERVED]
-    outcome = next((r for r in outcomes if r.payload is not None
-                    and _outcome_id(r.payload) == outcome_id), None)
+    outcome = next((r for r in _records(log, index.positions("outcome", str(outcome_id)))
+                    if r.payload is not None and r.envelope.type == OUTCOME_OBSERVED), None)
     if outcome is None:
         # An outcome's stream is its id (handlers._observe): what is left once erased.
-        erased = [r.envelope.position for r in outcomes
-                  if r.payload is None and r.envelope.stream_id == outcome_id]
+        erased = [r.envelope.position for r in log.scan()
+                  if r.envelope.type == OUTCOME_OBSERVED and r.payload is None
+                  and r.envelope.stream_id == outcome_id]
         raise UnknownOutcomeError(outcome_id, erased[0] if erased else None)
     positions = {outcome.envelope.position}
     lessons: set[UUID] = set()
@@ -200,7 +200,7 @@ def _outcome(log: Writing, outcome_id: UUID) -> list[int]:
             if isinstance(event, LessonProposed):
                 lessons.add(event.lesson_id)
     if lessons:
-        positions.update(_about(log.scan(), lessons))
+        positions.update(_about(log, index, lessons))
     return sorted(positions)
 
 

@@ -83,7 +83,7 @@ from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, delta_view, registry
+from lessonledger.projections.views import VIEW_NAME, audit_index, delta_view, registry
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
@@ -376,7 +376,7 @@ class Ledger(ReadSide):
         refuse_credentials(command)  # the Erased record keeps reason and actor for good
         with self._transaction() as writing:
             if not erasure_of(writing, command):
-                erased = erased_positions(writing, command)
+                erased = erased_positions(writing, command, audit_index(self.runner))
                 writing.append(erasure_records(command, erased))
                 writing.erase_bodies(erased)
                 self._fold(writing, writing.append)

@@ -36,7 +36,7 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
-from lessonledger.ledger.events import ERASED, Erased, Key, decode_event
+from lessonledger.ledger.events import Erased, Key, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
@@ -48,7 +48,13 @@ from lessonledger.projections.recall import Recall
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, lesson_view, outcome_stats, registry
+from lessonledger.projections.views import (
+    VIEW_NAME,
+    audit_index,
+    lesson_view,
+    outcome_stats,
+    registry,
+)
 
 __all__ = ["USAGE_WAIT", "ReadSide", "Reader", "open_reader"]
 
@@ -245,14 +251,15 @@ class ReadSide:
             msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
             raise LessonNotFoundError(text, msg)
         msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
-        erased = [(r.envelope.position, e) for r in self.log.scan()
-                  if r.envelope.type == ERASED and r.payload is not None
-                  and isinstance(e := decode_event(r.payload), Erased)
-                  and e.what == "lesson" and e.subject.startswith(prefix)]
-        if erased:
-            position, erasure = erased[-1]
-            msg = (f"lesson {erasure.subject} was erased at position {position} by "
-                   f"{erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
+        with self._lock:
+            erasures = [e for e in audit_index(self.runner).erasures
+                        if e.what == "lesson" and e.subject.startswith(prefix)]
+        if erasures:
+            record = self.log.read(erasures[-1].position, limit=1)[0]
+            erasure = decode_event(record.payload or b"")
+            assert isinstance(erasure, Erased), "an erasure's records are never erased"
+            msg = (f"lesson {erasure.subject} was erased at position {record.envelope.position}"
+                   f" by {erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
         raise LessonNotFoundError(text, msg)
 
     def outcome_stats(self, project: str) -> ProjectStats:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
 from lessonledger.projections.facts import FactView
 from lessonledger.projections.lessons import LessonView
@@ -16,10 +17,12 @@ from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
 
 __all__ = [
+    "AUDIT_NAME",
     "DELTAS",
     "FACTS",
     "STATS_NAME",
     "VIEW_NAME",
+    "audit_index",
     "delta_view",
     "fact_view",
     "lesson_view",
@@ -32,6 +35,8 @@ __all__ = [
 VIEW_NAME = "lessons"
 #: The per-project outcome statistics' name.
 STATS_NAME = "outcomes"
+#: The audit index's name.
+AUDIT_NAME = "audit"
 #: The delta view's (skill bases and their deltas) and the fact table's.
 DELTAS, FACTS = "deltas", "facts"
 
@@ -41,6 +46,7 @@ def registry(rules: Rules | None = None) -> list[Registered]:
     return [
         Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules)),
         Registered(STATS_NAME, OutcomeStats, OutcomeStats.load),
+        Registered(AUDIT_NAME, AuditIndex, AuditIndex.load),
         Registered(DELTAS, DeltaView, DeltaView.load),
         Registered(FACTS, FactView, FactView.load),
     ]
@@ -50,6 +56,13 @@ def lesson_view(views: Runner | Mapping[str, Projection]) -> LessonView:
     """The lesson view among ``views`` (a runner, or what :meth:`Runner.fresh` returned)."""
     view = views[VIEW_NAME]
     assert isinstance(view, LessonView)
+    return view
+
+
+def audit_index(views: Runner | Mapping[str, Projection]) -> AuditIndex:
+    """The audit index among ``views``."""
+    view = views[AUDIT_NAME]
+    assert isinstance(view, AuditIndex)
     return view
 
 

@@ -10,12 +10,13 @@ P = "3f9a0c1b2d4e5f60"
 BODY = "# Triage\n\nSort the inbox.\n\n## Replies\n\nDraft short replies.\n"
 
 
-def _outcome(ledger: Ledger, principal: str, text: str) -> None:
-    ledger.observe_outcome(
+def _outcome(ledger: Ledger, principal: str, text: str) -> bytes:
+    receipt = ledger.observe_outcome(
         key=f"{principal}-o", principal=principal, session=f"{principal}-s", project=P,
         passed=True, task=text, operations=[
             Operation(op=f"{principal}-build", target="t", ok=False, error=text[:100]),
             Operation(op=f"{principal}-build-fixed", target="t", ok=True, order=1)])
+    return str(receipt.ids["outcome_id"]).encode()
 
 
 class TestLessons(ProjectionContract):
@@ -25,6 +26,13 @@ class TestLessons(ProjectionContract):
         _outcome(ledger, principal, text)
         ledger.recall(P, text, session=f"{principal}-s", principal=principal)
         ledger.flush()
+
+
+class TestAudit(ProjectionContract):
+    view = "audit"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> bytes:
+        return _outcome(ledger, principal, text)  # the index holds the outcome's id
 
 
 class TestOutcomes(ProjectionContract):

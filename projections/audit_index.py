@@ -1,0 +1,147 @@
+"""The audit index: which positions touch which principal, session, lesson and outcome.
+
+DESIGN §5's index, so that an erasure, ``why`` and a lookup of an erased lesson read the
+few positions they need instead of scanning the whole log:
+
+- by **principal** and by **session**: every event whose envelope names it (erasures
+  themselves excepted: they are the audit trail, never taken);
+- by **lesson**: every event about that lesson (the catalogue's ``names_a_lesson``);
+- by **outcome**: the outcome itself and every event crediting or blaming a lesson on it
+  (``cites_an_outcome``);
+- the **erasures**: each ``Erased`` record's position, kind and subject.
+
+Positions are kept whether or not their body is still there (an envelope outlives its
+body); a reader checks for the body. The bodies it reads are decoded only for the ids it
+keys by (a partial decode that skips every other field), and an erasure refolds it from
+position 0 like every view, so an erased body's ids leave it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from uuid import UUID
+
+import msgspec
+from lessonledger.ledger.events import (
+    CITES_AN_OUTCOME,
+    ERASED,
+    NAMES_A_LESSON,
+    OUTCOME_OBSERVED,
+    Erased,
+)
+from lessonledger.ledger.log import Record
+
+__all__ = ["AuditIndex", "ErasureEntry"]
+
+
+class _Ids(msgspec.Struct):
+    """The ids an indexed body is keyed by; every other field is skipped."""
+
+    lesson_id: UUID | None = None
+    outcome_id: UUID | None = None
+
+
+class ErasureEntry(msgspec.Struct, frozen=True):
+    """One ``Erased`` record: where, what kind, whose."""
+
+    position: int
+    what: str
+    subject: str
+
+
+class _State(msgspec.Struct, kw_only=True):
+    position: int = 0
+    # Positions as packed unsigned 64-bit integers: a home of millions of events keeps
+    # 8 bytes a reference, not a Python int's 28 plus a list slot.
+    principal: dict[str, bytes] = {}
+    session: dict[str, bytes] = {}
+    lesson: dict[str, bytes] = {}
+    outcome: dict[str, bytes] = {}
+    erasures: list[ErasureEntry] = []
+
+
+_ids = msgspec.msgpack.Decoder(_Ids)
+_erased = msgspec.msgpack.Decoder(Erased)
+_encoder = msgspec.msgpack.Encoder(order="deterministic")
+_decoder = msgspec.msgpack.Decoder(_State)
+_INDEXED = NAMES_A_LESSON | CITES_AN_OUTCOME | {OUTCOME_OBSERVED}
+
+
+class AuditIndex:
+    """The view; positions come back in log order."""
+
+    def __init__(self) -> None:
+        self._position = 0
+        self._maps: dict[str, dict[str, array[int]]] = {
+            "principal": {}, "session": {}, "lesson": {}, "outcome": {}}
+        self._erasures: list[ErasureEntry] = []
+
+    @property
+    def position(self) -> int:
+        """The last log position folded in."""
+        return self._position
+
+    def positions(self, kind: str, key: str | UUID) -> list[int]:
+        """Positions naming ``key`` (a principal, session, lesson or outcome), in order.
+
+        ``kind`` is ``principal``, ``session``, ``lesson`` or ``outcome``; a lesson or an
+        outcome is named by its id.
+        """
+        found = self._maps[kind].get(str(key))
+        return found.tolist() if found is not None else []
+
+    @property
+    def erasures(self) -> list[ErasureEntry]:
+        """Every ``Erased`` record, in log order."""
+        return list(self._erasures)
+
+    def apply(self, record: Record) -> None:
+        """Fold one record in."""
+        envelope = record.envelope
+        position = self._position = envelope.position
+        if envelope.type == ERASED:
+            if record.payload is not None:
+                event = _erased.decode(record.payload)
+                self._erasures.append(ErasureEntry(position, event.what, event.subject))
+            return
+        if envelope.principal:
+            self._add("principal", envelope.principal, position)
+        if envelope.session:
+            self._add("session", envelope.session, position)
+        if record.payload is None or envelope.type not in _INDEXED:
+            return
+        try:
+            ids = _ids.decode(record.payload)
+        except msgspec.DecodeError:
+            return  # another writer's body under our tag: nothing of ours to index
+        if ids.lesson_id is not None and envelope.type in NAMES_A_LESSON:
+            self._add("lesson", str(ids.lesson_id), position)
+        if ids.outcome_id is not None and (envelope.type in CITES_AN_OUTCOME
+                                           or envelope.type == OUTCOME_OBSERVED):
+            self._add("outcome", str(ids.outcome_id), position)
+
+    def _add(self, kind: str, key: str, position: int) -> None:
+        found = self._maps[kind].get(key)
+        if found is None:
+            found = self._maps[kind][key] = array("Q")
+        found.append(position)
+
+    def dump(self) -> bytes:
+        """The whole state as bytes; views folded from the same log dump the same."""
+        packed = {kind: {key: found.tobytes() for key, found in entries.items()}
+                  for kind, entries in self._maps.items()}
+        return _encoder.encode(_State(position=self._position, erasures=self._erasures,
+                                      **packed))
+
+    @classmethod
+    def load(cls, data: bytes) -> AuditIndex:
+        """A view from :meth:`dump`'s bytes."""
+        state = _decoder.decode(data)
+        view = cls()
+        view._position, view._erasures = state.position, list(state.erasures)
+        for kind in view._maps:
+            for key, raw in getattr(state, kind).items():
+                found = array("Q")
+                found.frombytes(raw)
+                view._maps[kind][key] = found
+        return view
