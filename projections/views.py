@@ -7,6 +7,7 @@ rebuilds and refolds it at an erasure, and ``lessonledger rebuild`` lists it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
@@ -52,39 +53,39 @@ def registry(rules: Rules | None = None) -> list[Registered]:
     ]
 
 
-def lesson_view(views: Runner | Mapping[str, Projection]) -> LessonView:
-    """The lesson view among ``views`` (a runner, or what :meth:`Runner.fresh` returned)."""
-    view = views[VIEW_NAME]
-    assert isinstance(view, LessonView)
+V = TypeVar("V")
+
+
+def _typed(views: Runner | Mapping[str, Projection], name: str, kind: type[V]) -> V:
+    """The view named ``name`` among ``views``: a runner, or :meth:`Runner.fresh`'s."""
+    view = views[name]
+    assert isinstance(view, kind), f"{name} is a {type(view).__name__}"
     return view
+
+
+def lesson_view(views: Runner | Mapping[str, Projection]) -> LessonView:
+    """The lesson view among ``views``."""
+    return _typed(views, VIEW_NAME, LessonView)
 
 
 def audit_index(views: Runner | Mapping[str, Projection]) -> AuditIndex:
     """The audit index among ``views``."""
-    view = views[AUDIT_NAME]
-    assert isinstance(view, AuditIndex)
-    return view
+    return _typed(views, AUDIT_NAME, AuditIndex)
 
 
 def outcome_stats(views: Runner | Mapping[str, Projection]) -> OutcomeStats:
     """The outcome statistics among ``views``."""
-    view = views[STATS_NAME]
-    assert isinstance(view, OutcomeStats)
-    return view
+    return _typed(views, STATS_NAME, OutcomeStats)
 
 
 def delta_view(views: Runner | Mapping[str, Projection]) -> DeltaView:
     """The delta view among ``views``."""
-    view = views[DELTAS]
-    assert isinstance(view, DeltaView)
-    return view
+    return _typed(views, DELTAS, DeltaView)
 
 
 def fact_view(views: Runner | Mapping[str, Projection]) -> FactView:
     """The fact table among ``views``."""
-    view = views[FACTS]
-    assert isinstance(view, FactView)
-    return view
+    return _typed(views, FACTS, FactView)
 
 
 def view_names() -> list[str]:
