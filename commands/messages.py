@@ -18,6 +18,7 @@ import msgspec
 from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.events import (
     ErasureKind,
+    Fingerprint,
     Key,
     LessonKind,
     Longevity,
@@ -79,7 +80,7 @@ class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome")
     in_play: Annotated[list[UUID], Meta(max_length=1000)] = []
     #: The environment it ran in (tool versions, schema hashes, …); lessons learned
     #: from it are bound to these values.
-    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    fingerprint: Fingerprint = {}
 
 
 class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
@@ -96,7 +97,7 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     target: Key
     source: Literal["extractor", "model", "user"] = "extractor"
     longevity: Longevity = "ongoing"
-    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    fingerprint: Fingerprint = {}
     evidence: Annotated[list[UUID], Meta(max_length=1000)] = []
     #: Your own embedding of the text; used when its length matches the ledger's embedder.
     vector: Annotated[list[float], Meta(max_length=4096)] = []
@@ -185,7 +186,8 @@ def decode_command(line: bytes | str) -> AnyCommand:
 
 
 def _invalid(kind: str, e: msgspec.ValidationError) -> InvalidCommandError:
-    match = re.search(r" - at `(\$[^`]*)`$", str(e))
+    # A dict's value is "at `$.fingerprint[...]`", its name "at `key` in `$.fingerprint`".
+    match = re.search(r" - at (?:`key` in )?`(\$[^`]*)`$", str(e))
     msg = f"invalid {kind}: {e}; fix the field and retry"
     return InvalidCommandError(msg, match.group(1) if match else "$")
 

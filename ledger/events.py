@@ -30,6 +30,7 @@ __all__ = [
     "Erased",
     "ErasureKind",
     "FactLearned",
+    "Fingerprint",
     "Key",
     "LessonConfirmed",
     "LessonContradicted",
@@ -59,6 +60,13 @@ Text = Annotated[str, Meta(max_length=8192)]
 Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})$")]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ids = Annotated[list[UUID], Meta(max_length=1000)]
+#: A fingerprint as it comes in (a command, a raw submission): each name a component (a
+#: tool, a schema) of at most 200 characters, each value (its version, its hash) of at
+#: most 512, as an environment change's ``component`` and ``new``. The catalogue's own
+#: ``fingerprint`` fields keep no such bound, so events stored before it still decode.
+Fingerprint = Annotated[
+    dict[Annotated[str, Meta(max_length=200)], Annotated[str, Meta(max_length=512)]],
+    Meta(max_length=64)]
 #: A SHA-256 digest, or empty.
 Digest = Annotated[bytes, Meta(max_length=32)]
 
