@@ -56,8 +56,9 @@ __all__ = [
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
 Key = Annotated[str, Meta(min_length=1, max_length=512)]
 Text = Annotated[str, Meta(max_length=8192)]
-#: A project digest (hex) or the literal ``global``.
-Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})$")]
+#: A project digest (hex) or the literal ``global``. Patterns end in ``\Z``, never ``$``:
+#: msgspec checks them with ``re.search``, where ``$`` matches before a final newline too.
+Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})\Z")]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ids = Annotated[list[UUID], Meta(max_length=1000)]
 #: A fingerprint as it comes in (a command, a raw submission): each name a component (a
@@ -231,7 +232,7 @@ class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """A section of an authored skill: its slug and the digest of its text."""
 
     slug: Name
-    digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+    digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]
 
 
 class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.registered"):
@@ -240,7 +241,7 @@ class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.register
     skill: Name
     root: Key
     version: Name
-    body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+    body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]
     anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
 
 
