@@ -91,7 +91,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"path": str(args.home), **msgspec.to_builtins(result)})
     else:
-        print(f"compacted {args.home}: {_size(result.bytes_before)} -> "
+        echo(f"compacted {args.home}: {_size(result.bytes_before)} -> "
               f"{_size(result.bytes_after)} in {result.seconds:.2f} s")
     return 0
 
