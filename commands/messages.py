@@ -52,6 +52,9 @@ C = TypeVar("C", bound="_Command")
 LessonText = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
 IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
 Label = Annotated[str, Meta(max_length=200)]
+#: A value of a publisher's vector: finite, and far inside float32's range (NaN fails
+#: both bounds).
+VectorValue = Annotated[float, Meta(ge=-1e6, le=1e6)]
 #: A lesson's version: a stream version, which the log keeps in 64 bits.
 Version = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
 
@@ -100,7 +103,8 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     fingerprint: Fingerprint = {}
     evidence: Annotated[list[UUID], Meta(max_length=1000)] = []
     #: Your own embedding of the text; used when its length matches the ledger's embedder.
-    vector: Annotated[list[float], Meta(max_length=4096)] = []
+    #: Each value within ±1e6 (so no NaN, infinity or float32 overflow), else refused.
+    vector: Annotated[list[VectorValue], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
         need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
