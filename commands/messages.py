@@ -107,12 +107,15 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     vector: Annotated[list[VectorValue], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
+        # Runs in a hand-built command too, whose fields nothing has checked yet: an
+        # unknown kind is left to checked_command. InvalidCommandError is a ValueError,
+        # so decoding reports it as a msgspec.ValidationError, as any bad field.
         need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
-                "do": ("prefer_op",)}[self.kind]
+                "do": ("prefer_op",)}.get(self.kind, ())
         missing = [name for name in need if not getattr(self, name)]
         if missing:
             msg = f"a {self.kind!r} lesson needs {' and '.join(missing)}"
-            raise ValueError(msg)
+            raise InvalidCommandError(msg, f"$.{missing[0]}")
 
 
 class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):
@@ -193,7 +196,11 @@ def _invalid(kind: str, e: msgspec.ValidationError) -> InvalidCommandError:
     # A dict's value is "at `$.fingerprint[...]`", its name "at `key` in `$.fingerprint`".
     match = re.search(r" - at (?:`key` in )?`(\$[^`]*)`$", str(e))
     msg = f"invalid {kind}: {e}; fix the field and retry"
-    return InvalidCommandError(msg, match.group(1) if match else "$")
+    field = match.group(1) if match else "$"
+    cause = e.__cause__ or e.__context__
+    if isinstance(cause, InvalidCommandError) and field == "$":
+        field = cause.field  # raised by a __post_init__, which knows the field
+    return InvalidCommandError(msg, field)
 
 
 def command_from(fields: dict[str, Any], kind: type[C]) -> C:
