@@ -20,7 +20,8 @@ from lessonledger.ledger.secrets import credential_in
 #: The longest string any command field or catalogue event field may hold (``Text``).
 LONGEST = 8192
 UNITS = ["/", "//", "x/", "sk-", "sk-a", "a", "\t", " ", "x://a@", "a=", "'", "a'", "=",
-         "password=a ", "password=${X} ", "_authToken=", "//a/:_authToken=", "T3BlbkFJ",
+         "password=a ", "password=${X} ", "password=vault.get(a) ", "secret=<x> ",
+         "_authToken=", "//a/:_authToken=", "T3BlbkFJ",
          "sk-aaaaaaaaaaaaaaaaaaaaT3BlbkFJ", "eyJ", "eyJa.", "-----BEGIN ", "bearer ", ":"]
 PREFIXES = ["", "password=", "secret: ", "token=", "x", "//a", "sk-", "api_key = '"]
 
