@@ -18,6 +18,7 @@ import msgspec
 from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.events import (
     ErasureKind,
+    Fingerprint,
     Key,
     LessonKind,
     Longevity,
@@ -51,6 +52,9 @@ C = TypeVar("C", bound="_Command")
 LessonText = Annotated[str, Meta(min_length=1, max_length=2000, pattern=r"\S")]
 IdempotencyKey = Annotated[str, Meta(min_length=1, max_length=200)]
 Label = Annotated[str, Meta(max_length=200)]
+#: A value of a publisher's vector: finite, and far inside float32's range (NaN fails
+#: both bounds).
+VectorValue = Annotated[float, Meta(ge=-1e6, le=1e6)]
 #: A lesson's version: a stream version, which the log keeps in 64 bits.
 Version = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
 
@@ -79,7 +83,7 @@ class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome")
     in_play: Annotated[list[UUID], Meta(max_length=1000)] = []
     #: The environment it ran in (tool versions, schema hashes, …); lessons learned
     #: from it are bound to these values.
-    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    fingerprint: Fingerprint = {}
 
 
 class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
@@ -96,18 +100,22 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     target: Key
     source: Literal["extractor", "model", "user"] = "extractor"
     longevity: Longevity = "ongoing"
-    fingerprint: Annotated[dict[str, str], Meta(max_length=64)] = {}
+    fingerprint: Fingerprint = {}
     evidence: Annotated[list[UUID], Meta(max_length=1000)] = []
     #: Your own embedding of the text; used when its length matches the ledger's embedder.
-    vector: Annotated[list[float], Meta(max_length=4096)] = []
+    #: Each value within ±1e6 (so no NaN, infinity or float32 overflow), else refused.
+    vector: Annotated[list[VectorValue], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
+        # Runs in a hand-built command too, whose fields nothing has checked yet: an
+        # unknown kind is left to checked_command. InvalidCommandError is a ValueError,
+        # so decoding reports it as a msgspec.ValidationError, as any bad field.
         need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
-                "do": ("prefer_op",)}[self.kind]
+                "do": ("prefer_op",)}.get(self.kind, ())
         missing = [name for name in need if not getattr(self, name)]
         if missing:
             msg = f"a {self.kind!r} lesson needs {' and '.join(missing)}"
-            raise ValueError(msg)
+            raise InvalidCommandError(msg, f"$.{missing[0]}")
 
 
 class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):
@@ -185,9 +193,14 @@ def decode_command(line: bytes | str) -> AnyCommand:
 
 
 def _invalid(kind: str, e: msgspec.ValidationError) -> InvalidCommandError:
-    match = re.search(r" - at `(\$[^`]*)`$", str(e))
+    # A dict's value is "at `$.fingerprint[...]`", its name "at `key` in `$.fingerprint`".
+    match = re.search(r" - at (?:`key` in )?`(\$[^`]*)`$", str(e))
     msg = f"invalid {kind}: {e}; fix the field and retry"
-    return InvalidCommandError(msg, match.group(1) if match else "$")
+    field = match.group(1) if match else "$"
+    cause = e.__cause__ or e.__context__
+    if isinstance(cause, InvalidCommandError) and field == "$":
+        field = cause.field  # raised by a __post_init__, which knows the field
+    return InvalidCommandError(msg, field)
 
 
 def command_from(fields: dict[str, Any], kind: type[C]) -> C:

@@ -119,7 +119,7 @@ class RecordResolution(_Command, frozen=True, kw_only=True, tag="record_resoluti
     scope: Scope = "global"
     rendered: Ids = field(default_factory=list)
     orphans_shown: Ids = field(default_factory=list)
-    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
 
 
 SkillCommand = (

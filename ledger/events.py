@@ -52,6 +52,7 @@ __all__ = [
     "Erased",
     "ErasureKind",
     "FactLearned",
+    "Fingerprint",
     "Key",
     "LessonConfirmed",
     "LessonContradicted",
@@ -82,10 +83,18 @@ __all__ = [
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
 Key = Annotated[str, Meta(min_length=1, max_length=512)]
 Text = Annotated[str, Meta(max_length=8192)]
-#: A project digest (hex) or the literal ``global``.
-Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})$")]
+#: A project digest (hex) or the literal ``global``. Patterns end in ``\Z``, never ``$``:
+#: msgspec checks them with ``re.search``, where ``$`` matches before a final newline too.
+Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})\Z")]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ids = Annotated[list[UUID], Meta(max_length=1000)]
+#: A fingerprint as it comes in (a command, a raw submission): each name a component (a
+#: tool, a schema) of at most 200 characters, each value (its version, its hash) of at
+#: most 512, as an environment change's ``component`` and ``new``. The catalogue's own
+#: ``fingerprint`` fields keep no such bound, so events stored before it still decode.
+Fingerprint = Annotated[
+    dict[Annotated[str, Meta(max_length=200)], Annotated[str, Meta(max_length=512)]],
+    Meta(max_length=64)]
 #: A SHA-256 digest, or empty.
 Digest = Annotated[bytes, Meta(max_length=32)]
 
@@ -305,7 +314,7 @@ class SectionAnchor(Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """A section of an authored skill: its slug and the digest of its text."""
 
     slug: Name
-    digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+    digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]
 
 
 class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.registered"):
@@ -318,7 +327,7 @@ class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.register
     skill: Name
     root: Key
     version: Name
-    body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
+    body_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{64}\Z")]
     anchors: Annotated[list[SectionAnchor], Meta(max_length=500)] = []
     #: The tools the skill may use (its ``allowed-tools``): the only names a tool hint
     #: may carry.
@@ -354,7 +363,7 @@ class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
     provenance: Name
     scope: Scope
     #: The base's body digest when proposed.
-    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
     #: Outcomes behind it: erasing one takes the delta.
     evidence: Ids = []
     #: Deltas this one consolidates: superseded (never deleted) when it is approved.
@@ -371,7 +380,7 @@ class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
 
     delta_id: UUID
     by: Name
-    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
     command_digest: Digest = b""
 
 
@@ -419,7 +428,7 @@ class SkillResolved(_Event, frozen=True, kw_only=True, tag="skill.resolved"):
     scope: Scope
     rendered: Ids = []
     orphans_shown: Ids = []
-    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?$")] = ""
+    text_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
     command_digest: Digest = b""
 
 

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 import lmdb
 from lessonledger.ledger.errors import LedgerConfigError
@@ -28,9 +29,11 @@ __all__ = [
     "MAX_DBS",
     "LMDBHome",
     "acquire",
+    "check_length",
     "on_read_only_filesystem",
     "open_environment",
     "open_lock_file",
+    "opened_here",
     "read_only",
     "release",
 ]
@@ -63,8 +66,22 @@ class LMDBHome:
     _dbs: dict[bytes, lmdb._Database] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def db(self, name: str) -> lmdb._Database:
-        """Return the named database, creating it on first use.
+    @overload
+    def db(self, name: str) -> lmdb._Database: ...
+
+    @overload
+    def db(self, name: str, *, create: Literal[True]) -> lmdb._Database: ...
+
+    @overload
+    def db(self, name: str, *, create: bool) -> lmdb._Database | None: ...
+
+    def db(self, name: str, *, create: bool = True) -> lmdb._Database | None:
+        """Return the named database, creating it on first use; None if ``create`` is False.
+
+        With ``create`` False, a database the home does not hold yet is not made: the
+        answer is None (checked afresh, in a read transaction, on every call until it
+        exists), so a reader opening a log or a view for reading writes nothing to the
+        home.
 
         Call this before beginning a transaction that uses the handle: a database
         opened while a transaction is open is not visible inside that transaction.
@@ -75,7 +92,13 @@ class LMDBHome:
             with self._lock:
                 handle = self._dbs.get(key)
                 if handle is None:
-                    handle = self.env.open_db(key)
+                    if not create:
+                        with self.env.begin() as txn:
+                            if txn.get(key) is None:
+                                return None
+                    # LMDB keeps a handle opened in a read transaction for that
+                    # transaction only, so an existing tree is opened as always.
+                    handle = self.env.open_db(key, create=create)
                     self._dbs[key] = handle
         return handle
 
@@ -116,11 +139,11 @@ def open_environment(
     except lmdb.Error as e:
         msg = f"cannot open ledger home {path!r}: {e}; check the path and its permissions"
         raise LedgerConfigError(msg) from e
-    _check_length(env, path)
+    check_length(env, path)
     return env
 
 
-def _check_length(env: lmdb.Environment, path: str) -> None:
+def check_length(env: lmdb.Environment, path: str) -> None:
     """Refuse (closing ``env``) a data file shorter than the pages its meta page uses.
 
     A file cut short maps pages past its end: reading them kills the process (SIGBUS)
@@ -153,11 +176,17 @@ def read_only(path: str) -> Iterator[LMDBHome]:
     except lmdb.Error as e:
         msg = f"cannot open ledger home {real!r} read-only: {e}; check the path"
         raise LedgerConfigError(msg) from e
-    _check_length(env, real)
+    check_length(env, real)
     try:
         yield LMDBHome(real, env, sync=False, lock_fd=-1)
     finally:
         env.close()
+
+
+def opened_here(path: str) -> LMDBHome | None:
+    """The home at ``path`` if this process has it open (LMDB forbids opening it twice)."""
+    with _homes_lock:
+        return _homes.get(os.path.realpath(path))
 
 
 def on_read_only_filesystem(path: str) -> bool:

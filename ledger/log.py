@@ -179,9 +179,26 @@ class EventLog:
         self.home = home
         self.name = name
         self._env = home.env
-        self._log = home.db(f"{name}.log")
-        self._streams = home.db(f"{name}.streams")
-        self._ids = home.db(f"{name}.ids")
+        # Opening a log writes nothing: its trees are made by its first write, and until
+        # then (on a home holding only other logs) it reads as empty. The three handles
+        # are set once the trees exist; every method opens them (_trees) before use.
+        self._opened = False
+        self._trees(create=False)
+
+    _log: lmdb._Database
+    _streams: lmdb._Database
+    _ids: lmdb._Database
+
+    def _trees(self, *, create: bool) -> bool:
+        """Open the log's three trees (making them when ``create``); False if not there."""
+        if not self._opened:
+            streams, ids, log = (self.home.db(f"{self.name}.{tree}", create=create)
+                                 for tree in ("streams", "ids", "log"))
+            if streams is None or ids is None or log is None:
+                return False
+            self._streams, self._ids, self._log = streams, ids, log
+            self._opened = True
+        return True
 
     # -- writing -------------------------------------------------------------------
 
@@ -217,6 +234,7 @@ class EventLog:
         other process can append in between. Everything appended commits when the block
         ends, or nothing does if it raises.
         """
+        self._trees(create=True)
         try:
             with self._env.begin(write=True) as txn:
                 writing = Writing(self, txn)
@@ -347,11 +365,15 @@ class EventLog:
 
     def head(self) -> int:
         """Return the last assigned position, 0 when the log is empty."""
+        if not self._trees(create=False):
+            return 0
         with self._env.begin() as txn:
             return self._tail(txn)[0] - 1
 
     def position_of(self, event_id: bytes) -> Position | None:
         """Return the position of the event with this id, if any."""
+        if not self._trees(create=False):
+            return None
         with self._env.begin() as txn:
             return self._position_of(txn, event_id)
 
@@ -370,6 +392,8 @@ class EventLog:
 
         ``limit`` counts records after filtering by ``types``.
         """
+        if not self._trees(create=False):
+            return []
         with self._env.begin() as txn:
             return self._read(txn, start, limit, stop, types)
 
@@ -401,6 +425,8 @@ class EventLog:
         For verification and sync, which must see the stored bytes. Reads in short
         transactions, so a long walk never pins old pages.
         """
+        if not self._trees(create=False):
+            return
         position = max(start, 1)
         while True:
             rows = []
@@ -436,6 +462,8 @@ class EventLog:
         prefix = stream_key(stream)
         low = stream_key(stream, gt + 1) if gt is not None else prefix
         records: list[Record] = []
+        if not self._trees(create=False):
+            return records
         with self._env.begin() as txn:
             cursor = txn.cursor(db=self._streams)
             if desc:

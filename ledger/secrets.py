@@ -19,8 +19,18 @@ A keyword hit is dropped by detect-secrets' own heuristics (a template ``${X}`` 
 ``<x>``, a ``$VARIABLE``, an indirect reference ``password = vault.get("db")``, a
 sequence, a UUID, a value with no letter), judged per assignment rather than per line,
 so that one harmless assignment does not hide a real one after it. Word runs longer than
-64 characters are cut to their last 64 before the keyword regexes see them: those regexes
-backtrack quadratically over a long run, and no variable name is that long.
+64 characters are cut to their last 64, and whitespace runs to 64, before the keyword
+regexes see them: those regexes backtrack quadratically over a long run, and no variable
+name (or the space around its ``=``) is that long. A line over 512 characters is read in
+overlapping windows (:func:`_windows`), so a keyword's value is judged on at most its
+first 256 to 512 characters.
+
+Two plugin regexes backtrack quadratically too (npm's ``//.+/:_authToken=`` over a line of
+``/``, OpenAI's ``sk-[…]*[…]{20}T3BlbkFJ`` over a run of ``sk-``): 100,000 ``/`` took 45 s.
+Each is replaced by a linear function that answers exactly as the regex does
+(:data:`_LINEAR`; a property test compares them). With that, no string of the longest a
+field may hold (8192 characters) takes over about 10 ms, whatever its shape
+(``tests/ledger/test_secret_cost.py``).
 
 :data:`_OURS` covers shapes the plugins miss; each line says which. Add one only with a
 test of the shape it catches.
@@ -34,7 +44,7 @@ repeat from command to command.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, cast
@@ -75,10 +85,92 @@ _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 _LEFT_OUT = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"})
 #: Every keyword regex needs one of these after its keyword (``:``, ``=``, ``==``, ``;``).
 _ASSIGNMENT = re.compile(r"[:=;]")
-_LONG_RUN = re.compile(r"\w{65,}")
+_LONG_RUN = re.compile(r"\w{65,}|\s{65,}")
 #: Texts up to this long are cached: labels, keys and op names repeat from command to command.
 _CACHED_UP_TO = 256
 _NO_TEXT = frozenset({float, int, bool, UUID, datetime, type(None)})
+
+
+_NPM_ANCHOR = re.compile(r"(?=/:_authToken=\s*(?:npm_.|[A-Fa-f0-9-]{36}))")
+_OPENAI_RUN = re.compile(r"[A-Za-z0-9_-]+")
+_ALNUM20 = re.compile(r"[A-Za-z0-9]{20}")
+
+
+def _npm_token(text: str) -> bool:
+    r"""Whether ``//.+/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*`` matches, in linear time.
+
+    It does when an anchor (``/:_authToken=`` and a token) has a ``//`` before it on its
+    line with at least one character between; the line's first ``//`` is the best one.
+    """
+    line = searched = previous = 0  # the anchor's line, how far it was searched for //
+    first = -1  # the line's first //, once found
+    for anchor in _NPM_ANCHOR.finditer(text):
+        at = anchor.start()
+        newline = text.rfind("\n", previous, at)
+        if newline >= 0:
+            line = searched = newline + 1
+            first = -1
+        previous = at
+        if first < 0:
+            first = text.find("//", max(line, searched - 1), at)
+            searched = at
+        if first >= 0 and first + 3 <= at:
+            return True
+    return False
+
+
+def _openai_token(text: str) -> bool:
+    """Whether ``sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}`` matches, linearly.
+
+    A match lies in one run of ``[A-Za-z0-9_-]``: the run's first ``sk-`` must end at
+    least 20 characters before a marker that has 20 letters or digits on each side.
+    """
+    for run in _OPENAI_RUN.finditer(text):
+        word = run.group()
+        first = word.find("sk-")
+        if first < 0 or "T3BlbkFJ" not in word:
+            continue
+        at = word.find("T3BlbkFJ")
+        while at >= 0:
+            if (at - 20 >= first + 3 and _ALNUM20.fullmatch(word, at - 20, at)
+                    and _ALNUM20.match(word, at + 8)):
+                return True
+            at = word.find("T3BlbkFJ", at + 1)
+    return False
+
+
+_JWT_RUN = re.compile(r"(?<![A-Za-z0-9_=-])[A-Za-z0-9_=-]+")
+_JWT_CLASS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_=-")
+
+
+def _jwt_screen(text: str) -> bool:
+    r"""A linear necessary condition for ``eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+…``.
+
+    ``eyJ`` and one more character must end a run of that class right before a ``.`` and
+    another character of it. The regex itself, searched for, scans a dotless run once
+    per ``eyJ`` in it (37 ms for 8192 characters of ``eyJeyJ…``).
+    """
+    for run in _JWT_RUN.finditer(text):
+        end = run.end()
+        if (text.startswith(".", end) and end + 1 < len(text) and text[end + 1] in _JWT_CLASS
+                and text.find("eyJ", run.start(), end - 1) >= 0):
+            return True
+    return False
+
+
+#: Screens that stand in for a plugin regex's own search as the condition for running
+#: the plugin (the plugin still decides): necessary conditions checked in linear time.
+_SCREENS: dict[str, Callable[[str], bool]] = {
+    r"eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+\.?[A-Za-z0-9-_.+/=]*?": _jwt_screen,
+}
+
+#: detect-secrets regexes that backtrack quadratically, by their source, and a function
+#: answering exactly as each does in linear time. Each plugin here only yields the
+#: regex's matches, so the function stands in for the plugin too.
+_LINEAR: dict[str, Callable[[str], bool]] = {
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": _npm_token,
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}": _openai_token,
+}
 
 
 class _Detector:
@@ -94,16 +186,29 @@ class _Detector:
         classes = cast("dict[str, type[BasePlugin]]", get_mapping_from_secret_type_to_class())
         plugins = [(name, cls()) for name, cls in classes.items()
                    if cls.__name__ not in _LEFT_OUT and cls is not keyword.KeywordDetector]
-        #: (a pattern that must match first, or None; the kind; the plugin, or None for ours)
-        self.patterns: list[tuple[re.Pattern[str] | None, str, BasePlugin | None]] = []
+        #: (a test that must pass first, or None; the kind; the plugin, or None when the
+        #: test alone decides)
+        self.patterns: list[tuple[Callable[[str], object] | None, str, BasePlugin | None]] = []
+        #: The sources of the plugin regexes replaced by :data:`_LINEAR` or :data:`_SCREENS`.
+        self.replaced: set[str] = set()
         for name, plugin in plugins:
             if isinstance(plugin, RegexBasedDetector):
                 # RegexBasedDetector.analyze_string (the JWT plugin then checks what it
                 # found) yields nothing unless one of its denylist patterns matches.
-                self.patterns += [(pattern, name, plugin) for pattern in plugin.denylist]
+                for pattern in plugin.denylist:
+                    linear = _LINEAR.get(pattern.pattern)
+                    if linear is not None and type(plugin).analyze_string is (
+                            RegexBasedDetector.analyze_string):
+                        self.replaced.add(pattern.pattern)
+                        self.patterns.append((linear, name, None))
+                    else:
+                        screen = _SCREENS.get(pattern.pattern)
+                        if screen is not None:
+                            self.replaced.add(pattern.pattern)
+                        self.patterns.append((screen or pattern.search, name, plugin))
             else:
                 self.patterns.append((None, name, plugin))
-        self.patterns += [(pattern, name, None) for name, pattern in _OURS]
+        self.patterns += [(pattern.search, name, None) for name, pattern in _OURS]
         self.keyword_type = str(keyword.KeywordDetector.secret_type)
         self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
         # Each keyword regex holds the denylist alternation: a necessary condition.
@@ -113,13 +218,13 @@ class _Detector:
 
     def find(self, text: str) -> str | None:
         """The kind of the first credential found in ``text``, else None."""
-        for pattern, name, plugin in self.patterns:
-            if (pattern is None or pattern.search(text)) and (
+        for test, name, plugin in self.patterns:
+            if (test is None or test(text)) and (
                     plugin is None or any(True for _ in plugin.analyze_string(text))):
                 return name
         if self.keywords.search(text) and _ASSIGNMENT.search(text):
             lines = (_LONG_RUN.sub(lambda m: m.group()[-64:], line) for line in text.splitlines())
-            if any(self._assigns_a_secret(line) for line in lines):
+            if any(self._assigns_a_secret(part) for line in lines for part in _windows(line)):
                 return self.keyword_type
         return None
 
@@ -139,6 +244,25 @@ class _Detector:
                 or h.is_sequential_string(value) or h.is_potential_uuid(value)
                 or h.is_not_alphanumeric_string(value)
                 or self.indirect.match(line, start) is not None)
+
+
+_WINDOW = 512
+
+
+def _windows(line: str) -> Iterator[str]:
+    """A long line as overlapping windows of 512 characters, each 256 past the last.
+
+    Every assignment starts in the first half of some window, so it is judged there on
+    at least 256 characters of its value. Without windows each keyword in a line of
+    harmless assignments (``password=vault.get(a) password=…``) scanned the rest of the
+    line: 8192 characters of them took 100 ms.
+    """
+    if len(line) <= _WINDOW:
+        yield line
+        return
+    step = _WINDOW // 2
+    for start in range(0, len(line) - step, step):
+        yield line[start:start + _WINDOW]
 
 
 @cache

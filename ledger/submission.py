@@ -2,8 +2,9 @@
 
 This is the ledger's door for bytes from outside (a publisher's JSON, a peer's frame).
 Everything is checked before anything is written: shape and types by the typed decoder,
-bounds by the catalogue's ``Meta``, size by :data:`MAX_BODY_BYTES`, and every string, the
-envelope's included, for the shape of a credential (:mod:`lessonledger.ledger.secrets`).
+bounds by the catalogue's ``Meta`` (a fingerprint's by :data:`Fingerprint`), size by
+:data:`MAX_BODY_BYTES`, and every string, the envelope's included, for the shape of a
+credential (:mod:`lessonledger.ledger.secrets`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import AnyEvent, encode_event
+from lessonledger.ledger.events import AnyEvent, Fingerprint, encode_event
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -90,10 +91,29 @@ def parse_submission(data: bytes | str) -> Submission:
             field = f"{field}.{missing.group(1)}"
         msg = f"invalid event: {e}; fix the field and resubmit"
         raise InvalidEventError(msg, field) from e
+    _check_fingerprint(submission.event)
     found = credential_field(submission)
     if found is not None:
         raise CredentialEventError(found[1], found[0])
     return submission
+
+
+def _check_fingerprint(event: AnyEvent) -> None:
+    """Refuse a fingerprint over its bounds (:data:`Fingerprint`), before any pattern check.
+
+    The catalogue does not bound it (events stored before the bound must still decode),
+    so what comes in is checked here, as a command's is.
+    """
+    fingerprint = getattr(event, "fingerprint", None)
+    if not fingerprint:
+        return
+    try:
+        msgspec.convert(fingerprint, Fingerprint)
+    except msgspec.ValidationError as e:
+        match = _PATH.search(str(e))
+        field = "$.event.fingerprint" + (match.group(1)[1:] if match else "")
+        msg = f"invalid event: {e}; fix the field and resubmit"
+        raise InvalidEventError(msg, field) from e
 
 
 def new_event(

@@ -8,6 +8,12 @@ So is an ``Erased`` record's own body gone: erasure never takes one (the records
 audit trail and what replicas apply), and without it nothing tells the positions it named
 from damage, so those are reported too. An eventsourcing application's log holds no
 ``Erased`` records, so every body missing there is damage.
+
+A record naming its own position or a later one (one that does not exist yet, or did not
+when it was written) is damage, reported at the record, and explains none of those: an
+erasure only takes what came before it. This detects damage and careless forgery, not a
+forger with write access to the file: the chain has no key, so whoever can write the file
+can append a plausible ``Erased`` record (naming earlier positions) and delete those bodies.
 """
 
 from __future__ import annotations
@@ -142,4 +148,12 @@ def _check_body(report: VerifyReport, position: int, envelope_bytes: bytes,
         except msgspec.DecodeError:
             return  # another writer's event of that name: it names no erasure
         if isinstance(event, Erased):
-            named.update(event.positions)
+            # An erasure takes bodies already in the log: a position at or after its
+            # record's own (a later one, one not yet assigned) is a forgery or damage.
+            later = sorted({p for p in event.positions if p >= position})
+            if later:
+                shown = ", ".join(map(str, later[:5])) + (", ..." if len(later) > 5 else "")
+                report.problems.append(Finding(position, "body", (
+                    f"the erasure record names {len(later)} position(s) at or after its own "
+                    f"({shown}); an erasure only takes what came before it")))
+            named.update(p for p in event.positions if p < position)

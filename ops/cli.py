@@ -59,7 +59,7 @@ def _count(minimum: int) -> Callable[[str], int]:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     with open_log(args.home, create=True) as log:
-        print(f"ledger home ready at {args.home} (last position {log.head()})")
+        echo(f"ledger home ready at {args.home} (last position {log.head()})")
     return 0
 
 

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import lmdb
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
+from lessonledger.ledger.lmdb_env import (
+    MAX_DBS,
+    LMDBHome,
+    acquire,
+    check_length,
+    on_read_only_filesystem,
+    opened_here,
+    release,
+)
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
 from lessonledger.ledger.log import LOG_NAME, EventLog, log_names
 
@@ -17,12 +27,14 @@ __all__ = [
     "HOME_ENV",
     "LOG_NAME",
     "SYNC_ENV",
+    "check_home_file",
     "default_home",
     "is_home",
     "open_log",
     "open_logs",
     "require_home",
     "sync_setting",
+    "tree_names",
 ]
 
 #: Environment variable naming the ledger home directory.
@@ -31,6 +43,70 @@ HOME_ENV = "LESSONLEDGER_HOME"
 #: process crash, not a power loss).
 SYNC_ENV = "LESSONLEDGER_SYNC"
 _MARKER = "LESSONLEDGER"
+
+
+#: LMDB's magic number, in the meta page that begins its data file (after the page header).
+_LMDB_MAGIC = 0xBEEFC0DE
+_MAGIC_AT = 16
+#: The trees our module makes: a log's (``<name>.log``, ``.streams``, ``.ids``, and an
+#: application's ``.tracking``) and the saved views.
+_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking)|views)\Z")
+
+
+def tree_names(home: Path) -> list[bytes]:
+    """The named trees in ``home``'s LMDB file, read without writing a byte (no lock)."""
+    here = opened_here(str(home))
+    if here is not None:
+        with here.env.begin() as txn:
+            return [key for key, _ in txn.cursor()]
+    try:
+        env = lmdb.open(str(home), readonly=True, lock=False, max_dbs=MAX_DBS, create=False)
+    except lmdb.Error as e:
+        msg = f"cannot read {home / 'data.mdb'}: {e}; this is not a ledger home"
+        raise LedgerConfigError(msg) from e
+    # A file cut short maps pages past its end: reading them would kill us (SIGBUS).
+    check_length(env, str(home))
+    try:
+        with env.begin() as txn:
+            return [key for key, _ in txn.cursor()]
+    finally:
+        env.close()
+
+
+def check_home_file(home: Path) -> None:
+    """Refuse a ``data.mdb`` that is not a home's, before LMDB opens (or writes) anything.
+
+    A home's ``data.mdb`` is an LMDB environment (its first page carries LMDB's magic
+    number) whose named trees are all ours (:data:`_OUR_TREES`): what lessonledger, or an
+    eventsourcing application on its module, writes. A missing file is left to the
+    caller; an empty one, another format, or another program's LMDB is refused, and the
+    directory is left exactly as it was.
+
+    Raises:
+        LedgerConfigError: saying which.
+    """
+    data = home / "data.mdb"
+    try:
+        with data.open("rb") as f:
+            head = f.read(_MAGIC_AT + 4)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        msg = f"cannot read {data}: {e.strerror}; check the path and its permissions"
+        raise LedgerConfigError(msg) from e
+    if not head:
+        msg = (f"{data} is empty: not a ledger home (a lost log file?); restore it from a "
+               "backup, or pass an empty or new directory")
+        raise LedgerConfigError(msg)
+    if len(head) < _MAGIC_AT + 4 or int.from_bytes(head[_MAGIC_AT:], "little") != _LMDB_MAGIC:
+        msg = f"{data} is not an LMDB file: {home} is not a ledger home; pass another --home"
+        raise LedgerConfigError(msg)
+    foreign = [name for name in tree_names(home) if not _OUR_TREES.match(name)]
+    if foreign:
+        shown = ", ".join(n.decode("utf-8", "replace") for n in sorted(foreign)[:5])
+        msg = (f"{home} holds another program's LMDB data (trees: {shown}), not a ledger's; "
+               "pass an empty or new directory")
+        raise LedgerConfigError(msg)
 
 
 def is_home(home: Path) -> bool:
@@ -48,6 +124,7 @@ def require_home(home: Path) -> None:
     Raises:
         LedgerConfigError: ``home`` was never initialised.
     """
+    check_home_file(home)
     if not is_home(home):
         msg = (f"no ledger at {home}; run `lessonledger init --home {shlex.quote(str(home))}` "
                "or pass --home")
@@ -102,6 +179,11 @@ def open_logs(home: Path, *, read_only: bool = False,
         if name is not None and name not in names:
             msg = f"no log {name!r} in {home}; {_listing(names)}"
             raise LedgerConfigError(msg)
+        if name is None and len(names) > 1 and LOG_NAME in names and \
+                EventLog(lmdb_home, LOG_NAME).head() == 0:
+            # An empty lesson log beside others (made by a query of an older version) is
+            # no log to choose: it was never written.
+            names.remove(LOG_NAME)
         if not names and read_only:
             msg = f"{home} holds no log yet: nothing to read"
             raise LedgerConfigError(msg)
@@ -150,6 +232,7 @@ def open_log(home: Path, *, create: bool = False, read_only: bool = False,
             yield logs[0]
         return
     marker = home / _MARKER
+    check_home_file(home)
     if not is_home(home) and home.is_dir() and any(home.iterdir()):
         msg = (f"{home} is not empty and holds no ledger; pass an empty or new directory "
                "(a home holds only the ledger's files)")

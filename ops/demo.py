@@ -23,7 +23,7 @@ from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.bench_trapworld import run_arm
 from lessonledger.ops.config import LOG_NAME, default_home, open_log, sync_setting
-from lessonledger.ops.render import echo
+from lessonledger.ops.render import echo, printable
 from lessonledger.ops.trapworld import World, WorldConfig
 from lessonledger.projections.lessons import LessonRow
 
@@ -45,7 +45,7 @@ def _command(home: Path) -> str:
     """How to name this home on a command line the reader can paste."""
     if home.resolve() == default_home().resolve():
         return "lessonledger"
-    return f"lessonledger --home {shlex.quote(str(home))}"
+    return printable(f"lessonledger --home {shlex.quote(str(home))}")
 
 
 def run_demo(home: Path) -> int:
@@ -62,7 +62,7 @@ def run_demo(home: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="lessonledger-demo-") as scratch:
         off = run_arm(world, "off", Path(scratch), label=label, first_day=first_day)
     config = world.config
-    print(f"ledger home: {home}\n")
+    print(f"ledger home: {printable(str(home))}\n")
     print(f"A small trap world: {config.projects} projects, {config.targets} kinds of target "
           f"in each (tests, build, docs, ...),\n{config.sessions} sessions per project, one a "
           "day. In some projects the obvious command fails (a trap)\nand another works; now "

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import msgspec
 from lessonledger.ledger.compaction import Compacted, check_unused, compact
-from lessonledger.ledger.errors import HomeBusyError
-from lessonledger.ops.config import require_home
+from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
+from lessonledger.ops.config import LOG_NAME, require_home, tree_names
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
 
@@ -40,9 +41,18 @@ def _size(count: int) -> str:
     return f"{value:.1f} {unit}"
 
 
+def _require_lesson_log(home: Path, what: str) -> None:
+    """Refuse, writing nothing, a home with no lesson log (an application's only)."""
+    require_home(home)
+    if f"{LOG_NAME}.log".encode() not in tree_names(home):
+        msg = f"{home} holds no lesson log: {what}"
+        raise LedgerConfigError(msg)
+
+
 def _cmd_erase(args: argparse.Namespace) -> int:
     what, subject = next((kind, getattr(args, kind)) for kind in _KINDS
                          if getattr(args, kind) is not None)
+    _require_lesson_log(args.home, "nothing to erase")
     with open_lessons(args.home) as ledger:
         if what == "lesson":
             subject = str(ledger.find_lesson(subject))
@@ -85,13 +95,14 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     # so the compacted file keeps nothing derived from what was erased. Not when the
     # compaction cannot run: then the home is left as it was.
     check_unused(str(args.home))
-    with open_lessons(args.home):
-        pass
+    if f"{LOG_NAME}.log".encode() in tree_names(args.home):
+        with open_lessons(args.home):  # an application's home has no lesson view
+            pass
     result = compact(str(args.home))
     if args.json:
         print_json({"path": str(args.home), **msgspec.to_builtins(result)})
     else:
-        print(f"compacted {args.home}: {_size(result.bytes_before)} -> "
+        echo(f"compacted {args.home}: {_size(result.bytes_before)} -> "
               f"{_size(result.bytes_after)} in {result.seconds:.2f} s")
     return 0
 

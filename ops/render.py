@@ -33,14 +33,20 @@ def echo(line: str) -> None:
     print(printable(line))
 
 
+#: What ``str.splitlines`` ends a line at that JSON writes raw: the other line breaks
+#: (``\n``, ``\r``, ``\v``, ``\f``, ``\x1c``-``\x1e``) are controls, escaped by JSON itself.
+_RAW_LINE_BREAKS = {ord("\x85"): "\\u0085", ord("\u2028"): "\\u2028", ord("\u2029"): "\\u2029"}
+
+
 def print_json(obj: object) -> None:
     r"""Write one object as a line of JSON (what every ``--json`` prints).
 
-    U+2028 and U+2029 are written as ``\u2028`` and ``\u2029``: the same JSON value,
-    but a reader splitting on Unicode line breaks still sees one object per line.
+    U+0085 (NEL), U+2028 and U+2029 are written as ``\u0085``, ``\u2028`` and ``\u2029``:
+    the same JSON value, but a reader splitting on every line break ``str.splitlines``
+    knows still sees one object per line (JSON escapes the others, which are controls).
     """
     text = msgspec.json.encode(obj).decode()
-    sys.stdout.write(text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n")
+    sys.stdout.write(text.translate(_RAW_LINE_BREAKS) + "\n")
 
 
 class TimeRangeError(ValueError):

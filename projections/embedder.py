@@ -71,17 +71,23 @@ def normalise(vectors: npt.ArrayLike, dim: int) -> F32:
     vectors (cosine = inner product). A zero row stays zero: it has no direction.
 
     Raises:
-        VectorShapeError: the shape does not fit ``dim``, or a value is NaN or infinite.
+        VectorShapeError: the shape does not fit ``dim``, or a value is NaN, infinite or
+            beyond float32's range.
     """
-    array = np.array(vectors, dtype=np.float32, copy=True, ndmin=2)
+    # A value beyond float32 (1e308) becomes infinite here, and is refused below: no
+    # RuntimeWarning reaches the caller's stderr.
+    with np.errstate(over="ignore", invalid="ignore"):
+        array = np.array(vectors, dtype=np.float32, copy=True, ndmin=2)
     if array.ndim != 2 or array.shape[1] != dim:
         msg = f"expected vectors of dimension {dim}, got shape {array.shape}"
         raise VectorShapeError(msg)
     if not np.isfinite(array).all():
-        msg = "vectors must be finite (no NaN or infinity)"
+        msg = "vectors must be finite (no NaN or infinity) and within float32's range"
         raise VectorShapeError(msg)
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    np.divide(array, norms, out=array, where=norms > 0)
+    # In float64, so that the squares of large float32 values do not overflow.
+    norms = np.linalg.norm(array.astype(np.float64), axis=1, keepdims=True)
+    array = np.divide(array, norms, out=np.zeros_like(array, dtype=np.float64),
+                      where=norms > 0).astype(np.float32)
     return np.ascontiguousarray(array)
 
 

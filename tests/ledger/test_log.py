@@ -28,7 +28,9 @@ from lessonledger.ledger import (
     StreamConflictError,
 )
 from lessonledger.ledger.envelope import decode_envelope, encode_envelope
+from lessonledger.ledger.events import Erased
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
+from lessonledger.ledger.submission import new_event
 from lessonledger.ledger.verify import verify
 from residue import erase
 
@@ -181,7 +183,7 @@ def test_stream_selection_by_version(log: EventLog, stream: UUID | str) -> None:
 
 def test_erased_bodies_read_as_none_and_still_verify(log: EventLog) -> None:
     log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
-    assert erase(log, [2, 4, 9]) == 2
+    assert erase(log, [2, 4]) == 2
     assert [r.payload for r in log.read(stop=5)] == [b"secret 0", None, b"secret 2", None,
                                                      b"secret 4"]
     report = verify(log)
@@ -198,6 +200,39 @@ def test_a_body_deleted_without_an_erasure_is_damage(log: EventLog) -> None:
     assert report.erased == [2]
     assert [(f.position, f.kind) for f in report.problems] == [(4, "body")]
     assert "no erasure names it" in report.problems[0].detail
+
+
+@pytest.mark.parametrize("named", [[7], [8], [10**12], [2, 8, 10**12]])
+def test_an_erasure_record_naming_its_own_or_a_later_position_is_damage(
+    log: EventLog, named: list[int],
+) -> None:
+    """A forged record (appended by the raw path) naming what comes after it explains nothing.
+
+    An erasure takes bodies already in the log, so every position its record names is below
+    the record's own; one naming a position at or after it (or one that does not exist) is
+    reported at the record, and those positions' missing bodies are damage too.
+    """
+    log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
+    erase(log, [1])  # a real erasure: the record is position 6
+    assert log.erase_bodies([1]) == 0
+    forged = [p for p in named if p != 2]
+    eid = uuid4()
+    record = new_event(Erased(what="session", subject="x", by="x", reason="x",
+                              positions=named), stream=eid, version=0, event_id=eid,
+                       actor="forger")
+    assert log.append([record]) == [7]
+    log.append([ev(uuid4(), payload=b"later")])  # position 8
+    log.erase_bodies([p for p in named if p <= 8 and p != 7])
+    report = verify(log)
+    kinds = [(f.position, f.kind) for f in report.problems]
+    assert (7, "body") in kinds
+    detail = next(f.detail for f in report.problems if f.position == 7)
+    assert "at or after its own" in detail
+    assert str(min(forged)) in detail
+    for p in forged:
+        if p <= 8 and p != 7:
+            assert (p, "body") in kinds  # its body is gone and no real erasure names it
+    assert report.erased == [1] + ([2] if 2 in named else [])
 
 
 def test_an_erasure_record_without_its_body_is_damage_and_explains_nothing(

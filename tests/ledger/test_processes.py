@@ -396,7 +396,7 @@ def test_tampered_bytes_are_named(home: str) -> None:
 def test_erased_bodies_are_not_damage(home: str) -> None:
     with opened(home) as log:
         log.append(tamper_events(6))
-        assert erase(log, [2, 5, 99]) == 2
+        assert erase(log, [2, 5]) == 2
         assert erase(log, [2]) == 0
         assert [r.payload is None for r in log.read(stop=6)] == [False, True, False, False,
                                                                  True, False]
