@@ -49,16 +49,15 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
+from lessonledger.projections.capabilities import local_capabilities
 from lessonledger.projections.deltas import BaseRow, DeltaView
 from lessonledger.projections.runner import Projection, Runner
 from lessonledger.projections.views import delta_view, lesson_view
 
 __all__ = [
     "GRAMMAR",
-    "LOCAL_CAPABILITIES",
     "decide_any",
     "decide_skill",
-    "local_capabilities",
 ]
 
 #: The kinds each tier holds. Tier 0 is facts (never a delta); tier 2 is deferred.
@@ -66,8 +65,6 @@ GRAMMAR: dict[int, frozenset[str]] = {
     1: frozenset({"tool_hint"}),
     3: frozenset({"preference", "example", "caveat"}),
 }
-#: Permission domains whose skills take no delta (being wrong there is unrecoverable).
-LOCAL_CAPABILITIES = frozenset({"filesystem", "shell", "database", "desktop", "env"})
 _WIDENING_KINDS = frozenset({"permission", "permissions", "security_tier", "tool",
                              "new_tool", "allowed_tools"})
 _WIDENING_TEXT = re.compile(
@@ -92,9 +89,15 @@ def decide_skill(command: SkillCommand, deltas: DeltaView) -> list[Decided]:
     return [Decided(e) for e in (stamped, *rest)]
 
 
-def local_capabilities(permissions: list[str]) -> list[str]:
-    """The permissions among ``permissions`` that grant a local capability."""
-    return [p for p in permissions if p.split(":", 1)[0].lower() in LOCAL_CAPABILITIES]
+def _refuse_local(base: BaseRow) -> None:
+    """Refuse any delta on a skill whose current registration is not connector-only."""
+    local = local_capabilities(base.permissions)
+    if local:
+        _refuse("no-local-capability", f"skill {base.skill!r} has local-capability "
+                f"permissions ({', '.join(map(repr, local))}); only a skill with no "
+                "permission or connector-only ones (network:…, mcp:connect) takes deltas",
+                "deltas are not allowed on such skills; edit the authored skill instead",
+                "$.skill")
 
 
 def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
@@ -128,11 +131,7 @@ def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
                 "tools or the security tier", "deltas only narrow; change the authored "
                 "skill itself and register the new version", "$.kind")
     _check_fact_shape(cmd)
-    local = local_capabilities(base.permissions)
-    if local:
-        _refuse("no-local-capability", f"skill {base.skill!r} has local-capability "
-                f"permissions ({', '.join(local)})", "deltas are not allowed on such skills; "
-                "edit the authored skill instead", "$.skill")
+    _refuse_local(base)
     if cmd.kind not in GRAMMAR.get(cmd.tier, frozenset()):
         kinds = "; ".join(f"tier {t}: {', '.join(sorted(k))}" for t, k in GRAMMAR.items())
         _refuse("delta-grammar", f"kind {cmd.kind!r} is not a tier-{cmd.tier} kind",
@@ -180,8 +179,13 @@ def _moves(delta_ids: list[Any], view: DeltaView, move: str,
 
 def _approve(cmd: ApproveDeltas, view: DeltaView) -> list[AnyEvent]:
     rows = _moves(cmd.delta_ids, view, "approved", ["staged", "orphaned"])
-    return [DeltaApproved(delta_id=r.delta_id, by=cmd.actor,
-                          base_digest=_base(view, r.skill, r.root).body_digest) for r in rows]
+    approved: list[AnyEvent] = []
+    for row in rows:
+        base = _base(view, row.skill, row.root)
+        _refuse_local(base)
+        approved.append(DeltaApproved(delta_id=row.delta_id, by=cmd.actor,
+                                      base_digest=base.body_digest))
+    return approved
 
 
 def _reject(cmd: RejectDeltas, view: DeltaView) -> list[AnyEvent]:

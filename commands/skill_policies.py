@@ -24,6 +24,7 @@ from lessonledger.ledger.events import (
     DeltaRestaged,
     OutcomeObserved,
 )
+from lessonledger.projections.capabilities import connector_only
 from lessonledger.projections.deltas import DeltaRow, DeltaView
 
 __all__ = ["BY_POLICY", "MIN_SAMPLES", "SKILL_TRIGGERS", "THRESHOLD", "react_skills"]
@@ -59,7 +60,8 @@ def react_skills(view: DeltaView, event: AnyEvent, envelope: Envelope) -> list[A
         elif (row.status == "staged" and row.auto_approve and row.provenance != "untrusted"
               and _meets(row)):
             base = view.base(row.skill, row.root)
-            if base is not None and base.body_digest == row.base_digest:
+            if (base is not None and base.body_digest == row.base_digest
+                    and connector_only(base.permissions)):
                 decided.append(DeltaApproved(delta_id=delta_id, by=BY_POLICY,
                                              base_digest=base.body_digest))
     return decided

@@ -17,12 +17,13 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.text import folded
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
 from lessonledger.projections.deltas import DeltaRow
 from lessonledger.projections.resolution import DEFAULT_BUDGET
 
-__all__ = ["find_delta", "front_matter", "register"]
+__all__ = ["find_delta", "front_matter", "front_matter_permissions", "register"]
 
 
 _FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.S)
@@ -37,6 +38,47 @@ def front_matter(text: str) -> dict[str, str]:
         if colon and key.strip() and not line[:1].isspace() and not line.startswith("-"):
             fields[key.strip()] = value.strip().strip("'\"")
     return fields
+
+
+_PERMISSIONS_KEY = re.compile(r"^(\s*)-?\s*permissions\s*:(.*)$", re.I)
+#: ``allowed-tools`` entries that imply a local capability (Claude Code's tool names).
+_LOCAL_TOOLS = {
+    "bash": "shell", "shell": "shell", "terminal": "shell", "exec": "shell",
+    "computer": "desktop", "write": "filesystem", "edit": "filesystem",
+    "multiedit": "filesystem", "notebookedit": "filesystem", "read": "filesystem",
+    "glob": "filesystem", "grep": "filesystem", "ls": "filesystem",
+}
+
+
+def front_matter_permissions(text: str) -> list[str]:
+    """Every permission a skill's front matter declares or implies (no full YAML).
+
+    Read: a ``permissions:`` key at any depth (top level or ``metadata: gaia:``), as an
+    inline list (``[a, b]``), a comma-separated value or ``- item`` lines below it; and
+    ``allowed-tools`` naming a tool with local capability (``Bash`` implies ``shell``,
+    ``Write``, ``Edit``, ``Read``, … ``filesystem``).
+    """
+    match = _FRONT.match(text)
+    lines = match.group(1).splitlines() if match else []
+    found: list[str] = []
+    for number, line in enumerate(lines):
+        key = _PERMISSIONS_KEY.match(folded(line))
+        if key is None:
+            continue
+        found += _tool_list(key.group(2))
+        indent = len(key.group(1))
+        for below in lines[number + 1:]:
+            item = folded(below)
+            if item.strip() and (len(item) - len(item.lstrip())) <= indent \
+                    and not item.lstrip().startswith("-"):
+                break
+            if item.lstrip().startswith("-"):
+                found += _tool_list(item.lstrip()[1:])
+    for tool in _tool_list(front_matter(text).get("allowed-tools", "")):
+        implied = _LOCAL_TOOLS.get(tool.split("(", 1)[0].strip().casefold())
+        if implied:
+            found.append(implied)
+    return list(dict.fromkeys(p for p in found if p))
 
 
 def _tool_list(value: str) -> list[str]:
@@ -83,7 +125,8 @@ def _cmd_register(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         before = ledger.skills.base(name, args.root)
         fields = {"root": args.root, "version": args.version or front.get("version") or "0",
-                  "tools": tools, "permissions": args.permission or []}
+                  "tools": tools, "permissions": list(dict.fromkeys(
+                      [*(args.permission or []), *front_matter_permissions(body)]))}
         ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
         base = ledger.skills.base(name, args.root)
         assert base is not None

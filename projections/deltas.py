@@ -8,7 +8,8 @@ A fold, like the lesson view: it reads events in position order and never decide
   names ``superseded`` (kept, never deleted);
 - ``DeltaRejected`` → ``rejected``; ``DeltaArchived`` → ``archived`` (a revert);
   ``DeltaRestaged`` → ``staged`` (its track record fell below the bar);
-- ``SkillBaseRegistered`` with a new body digest → every staged or active delta on that
+- ``SkillBaseRegistered`` with a new body digest, or with permissions that differ
+  (compared normalised, :mod:`.capabilities`), → every staged or active delta on that
   skill is ``orphaned``, renders nothing until re-approved, and is listed once in the
   next resolution's notice (``SkillResolved.orphans_shown`` marks it shown);
 - ``SkillResolved`` puts the rendered deltas in play for the session, and
@@ -40,6 +41,7 @@ from lessonledger.ledger.events import (
     decode_event,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.capabilities import permission_set
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
 
@@ -204,7 +206,8 @@ class DeltaView:
             skill=event.skill, root=event.root, version=event.version,
             body_digest=event.body_digest, anchors=[a.slug for a in event.anchors],
             tools=list(event.tools), permissions=list(event.permissions), position=position)
-        if old is None or old.body_digest == event.body_digest:
+        if old is None or (old.body_digest == event.body_digest and permission_set(
+                old.permissions) == permission_set(event.permissions)):
             return
         orphans = self._s.unshown.setdefault(key, [])
         for row in self.on(event.skill, event.root):

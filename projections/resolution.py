@@ -16,7 +16,9 @@
   (``available``, by default the skill's declared tools), at most
   :data:`MAX_TOOL_HINTS`, most valuable first, then listed in rendering order. Hints over
   the cap are retrieval-only too.
-- Staged, rejected, archived, orphaned and superseded deltas render nothing.
+- Staged, rejected, archived, orphaned and superseded deltas render nothing, and
+  nothing renders on a skill whose registration is not connector-only
+  (:mod:`.capabilities`), whatever the deltas' status says.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from hashlib import sha256
 from uuid import UUID
 
 import msgspec
+from lessonledger.projections.capabilities import connector_only
 from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
 
 __all__ = [
@@ -129,7 +132,8 @@ def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
             learning: bool = True, budget: int = DEFAULT_BUDGET,
             available: Iterable[str] | None = None) -> EffectiveSkill:
     """The effective skill; ``base_text`` must be the registered base (its digest checked)."""
-    rows = _in_scope(view.on(base.skill, base.root), scope) if learning else []
+    learns = learning and connector_only(base.permissions)
+    rows = _in_scope(view.on(base.skill, base.root), scope) if learns else []
     prose, over = _admit_prose([r for r in rows if r.tier >= 2], budget)
     tools = set(base.tools if available is None else available) & set(base.tools)
     hints, too_many = _admit_hints([r for r in rows if r.tier == 1], tools)

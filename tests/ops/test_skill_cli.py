@@ -126,3 +126,34 @@ def test_register_reads_name_version_and_allowed_tools_from_front_matter(
     override = js(capsys, home, "skill", "register", str(path), "--name", "other",
                   "--tool", "grep")
     assert (override["skill"], override["tools"]) == ("other", ["grep"])
+
+
+def test_register_reads_permissions_from_front_matter(capsys: pytest.CaptureFixture[str],
+                                                      home: str, tmp_path: Path) -> None:
+    path = tmp_path / "deploy" / "SKILL.md"
+    path.parent.mkdir()
+    path.write_text("---\nname: deploy\nallowed-tools: Bash(git:*), Write\nmetadata:\n"
+                    "  gaia:\n    permissions: [network:*, shell]\n---\n# Deploy\n\n"
+                    "## Steps\nrun it\n")
+    base = js(capsys, home, "skill", "register", str(path))
+    assert {"network:*", "shell", "filesystem"} <= set(base["permissions"])
+    code, _, err = run(capsys, "--home", home, "deltas", "propose", "deploy", "--tier", "3",
+                       "--kind", "caveat", "--anchor", "steps", "--payload", "Be careful.")
+    assert code != 0
+    assert "no-local-capability" in err
+
+
+@pytest.mark.parametrize("front", [
+    "permissions: shell\n", "permissions:\n  - filesystem:read\n",
+    "metadata:\n  gaia:\n    permissions:\n      - exec\n", "allowed-tools: Bash\n",
+    "allowed-tools: [Read, Edit]\n"])
+def test_front_matter_local_capabilities_are_permissions(front: str) -> None:
+    from lessonledger.ops.skill_commands import front_matter_permissions
+    assert front_matter_permissions(f"---\nname: x\n{front}---\nbody\n")
+
+
+def test_front_matter_without_permissions_has_none() -> None:
+    from lessonledger.ops.skill_commands import front_matter_permissions
+    text = "---\nname: x\nallowed-tools: search, label\nmetadata:\n  gaia:\n" \
+        "    permissions: []\n---\nbody\n"
+    assert front_matter_permissions(text) == []

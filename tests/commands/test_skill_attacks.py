@@ -1,0 +1,99 @@
+"""Regression tests for the attacks on skill deltas (issue 15, second pass).
+
+Each test pins one finding: a rule that an attacker could get around before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from uuid import UUID
+
+import pytest
+from lessonledger.commands import Ledger, open_ledger
+from lessonledger.commands.skill_errors import DeltaRefusedError
+from lessonledger.projections.capabilities import connector_only, local_capabilities
+
+A = "# Triage\n\n## Drafting replies\n\nBe nice.\n"
+B = "# Triage\n\n## Other\n\nChanged; the drafting section is gone.\n"
+
+
+@pytest.fixture
+def ledger(home: str) -> Iterator[Ledger]:
+    with open_ledger(home, sync=False) as opened:
+        opened.skills.register("triage", A, tools=["search"])
+        yield opened
+
+
+def _prose(ledger: Ledger, payload: str, skill: str = "triage", **fields: object) -> UUID:
+    fields.setdefault("provenance", "user_instruction")
+    fields.setdefault("anchor", "drafting-replies")
+    return ledger.skills.propose(skill, tier=3, kind="preference", payload=payload,
+                                 **fields).ids["delta_id"]
+
+
+# -- H1: no delta on a local-capability skill ----------------------------------------
+
+
+def test_a_permission_change_on_the_same_body_orphans_active_deltas(ledger: Ledger) -> None:
+    delta = _prose(ledger, "Keep declines short.")
+    ledger.skills.approve([delta])
+    ledger.skills.register("triage", A, tools=["search"], permissions=["shell"])
+    assert [r.status for r in ledger.skills.deltas("triage")] == ["orphaned"]
+    assert ledger.skills.resolve("triage", A).text == A
+
+
+def test_an_orphan_cannot_be_reapproved_onto_a_local_capability_skill(ledger: Ledger) -> None:
+    delta = _prose(ledger, "Keep declines short.")
+    ledger.skills.approve([delta])
+    ledger.skills.register("triage", A, tools=["search"], permissions=["shell"])
+    with pytest.raises(DeltaRefusedError) as refused:
+        ledger.skills.approve([delta])
+    assert refused.value.rule == "no-local-capability"
+    assert ledger.skills.resolve("triage", A).text == A
+
+
+def test_a_staged_delta_cannot_be_approved_once_the_skill_gains_shell(ledger: Ledger) -> None:
+    delta = _prose(ledger, "Keep declines short.")
+    ledger.skills.register("triage", A, tools=["search"], permissions=["exec"])
+    with pytest.raises(DeltaRefusedError, match="no-local-capability"):
+        ledger.skills.approve([delta])
+
+
+@pytest.mark.parametrize("permission", [
+    " shell", "SHELL", "filesystem.read", "fs:write", "exec", "process:spawn",
+    "\uff53\uff48\uff45\uff4c\uff4c", "sh\u200bell", "network", "mcp:*", "network:*:shell",
+    "network: x"])
+def test_only_connector_permissions_take_deltas(ledger: Ledger, permission: str) -> None:
+    ledger.skills.register("risky", A, permissions=[permission])
+    with pytest.raises(DeltaRefusedError) as refused:
+        _prose(ledger, "Keep declines short.", skill="risky")
+    assert refused.value.rule == "no-local-capability"
+
+
+@pytest.mark.parametrize("permission", [
+    "network:*", "network:api.example.com", " Network:*", "mcp:connect",
+    "mcp:connect:github"])
+def test_connector_permissions_are_allowed(ledger: Ledger, permission: str) -> None:
+    assert connector_only([permission])
+    ledger.skills.register("fetch", A, permissions=[permission])
+    _prose(ledger, "Keep declines short.", skill="fetch")
+
+
+def test_local_capabilities_names_every_non_connector_permission() -> None:
+    assert local_capabilities(["network:*", "exec", "mcp:connect", " shell"]) == [
+        "exec", " shell"]
+    assert local_capabilities([]) == []
+
+
+def test_a_delta_renders_nothing_on_a_skill_whose_registration_gained_shell(
+        ledger: Ledger) -> None:
+    # A view folded from an older log (or any path that skipped the orphaning) still
+    # renders nothing on a skill with local capability.
+    delta = _prose(ledger, "Keep declines short.")
+    ledger.skills.approve([delta])
+    base = ledger.skills.view.base("triage", "user")
+    assert base is not None
+    base.permissions = ["shell"]
+    result = ledger.skills.resolve("triage", A)
+    assert result.text == A
+    assert result.rendered == []
