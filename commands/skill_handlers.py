@@ -199,7 +199,8 @@ def _archive(cmd: ArchiveDeltas, view: DeltaView) -> list[AnyEvent]:
 
 
 def _learn(cmd: LearnFact, view: DeltaView) -> list[AnyEvent]:
-    for text, field in ((cmd.fact_key, "$.fact_key"), (cmd.value, "$.value")):
+    for text, field in ((cmd.namespace, "$.namespace"), (cmd.fact_key, "$.fact_key"),
+                        (cmd.value, "$.value")):
         refuse_injection(text, field)
     return [FactLearned(
         fact_id=derived_id(command_id(cmd.key), "fact"), namespace=cmd.namespace,
