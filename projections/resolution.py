@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from hashlib import sha256
 from uuid import UUID
@@ -81,10 +82,33 @@ def tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+#: What opens Markdown structure at a line's start: a heading, a fence, a block quote, a
+#: list item, a setext underline or thematic break, an HTML block, a table row.
+_OPENS = re.compile(r"[#`~>*+=|<_-]|\d{1,9}(?=[.)])")
+
+
+def _inert(line: str) -> str:
+    """A continuation line, stripped, with what could open structure escaped."""
+    line = line.strip()
+    found = _OPENS.match(line)
+    if found is None:
+        return line
+    if found.group()[0].isdigit():  # "1." -> "1\."
+        return found.group() + "\\" + line[found.end():]
+    return "\\" + line
+
+
 def item_text(row: DeltaRow) -> str:
-    """One delta's item in the learned block (continuation lines indented)."""
+    """One delta's item in the learned block.
+
+    The payload's first line follows ``- kind (anchor): ``; each further line is
+    stripped and indented two spaces, and a line that would open Markdown structure (a
+    heading, a code fence, a quote, a list item, a setext underline, an HTML block, a
+    table row) has that character backslash-escaped, so no payload can forge a heading,
+    open a fence or start an item of its own.
+    """
     lines = row.payload.strip().splitlines() or [""]
-    rest = "".join(f"\n  {line}".rstrip(" ") for line in lines[1:])
+    rest = "".join(f"\n  {_inert(line)}".rstrip(" ") for line in lines[1:])
     return f"- {row.kind} ({row.anchor}): {lines[0]}{rest}\n"
 
 
