@@ -12,7 +12,8 @@ A fold, like the lesson view: it reads events in position order and never decide
   (compared normalised, :mod:`.capabilities`), → every staged or active delta on that
   skill is ``orphaned``, renders nothing until re-approved, and is listed once in the
   next resolution's notice (``SkillResolved.orphans_shown`` marks it shown);
-- ``SkillResolved`` puts the rendered deltas in play for the session, and
+- ``SkillResolved`` puts the rendered deltas in play for the session (the session's
+  first one for a skill, scope and base is kept as what the session renders), and
   ``OutcomeObserved`` counts an attempt (and a success when it passed) for each delta in
   play in its project: rendered in its session, or listed in its ``in_play``.
 
@@ -53,6 +54,10 @@ LIVE: frozenset[str] = frozenset({"staged", "active"})
 def skill_key(skill: str, root: str) -> str:
     """The key of a skill in the view: a delta follows the (name, root) pair."""
     return f"{root}\x1f{skill}"
+
+
+def _first_key(session: str, skill: str, root: str, scope: str, digest: str) -> str:
+    return "\x1f".join((session, skill_key(skill, root), scope, digest))
 
 
 class BaseRow(msgspec.Struct, kw_only=True):
@@ -109,6 +114,9 @@ class _State(msgspec.Struct):
     rendered: dict[str, list[UUID]] = {}
     #: Per skill, orphans no resolution has shown yet.
     unshown: dict[str, list[UUID]] = {}
+    #: Per (session, skill, scope, base digest): what the session's first resolution
+    #: rendered, the source of truth for every later one in that session.
+    first: dict[str, list[UUID]] = {}
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -166,6 +174,18 @@ class DeltaView:
     def unshown_orphans(self, skill: str, root: str) -> list[UUID]:
         """Orphans on the skill that no resolution has reported yet."""
         return list(self._s.unshown.get(skill_key(skill, root), []))
+
+    def first_resolution(self, session: str, skill: str, root: str,
+                         scope: str) -> list[UUID] | None:
+        """What the session's first recorded resolution of the skill rendered, or None.
+
+        Only a resolution against the base as now registered, in this scope, counts.
+        """
+        base = self.base(skill, root)
+        if not session or base is None:
+            return None
+        found = self._s.first.get(_first_key(session, skill, root, scope, base.body_digest))
+        return None if found is None else list(found)
 
     def rendered_in(self, session: str) -> list[UUID]:
         """Deltas rendered to the agent in this session."""
@@ -260,6 +280,10 @@ class DeltaView:
             listed.remove(row.delta_id)
 
     def _resolved(self, event: SkillResolved, session: str) -> None:
+        base = self.base(event.skill, event.root)
+        if session and base is not None:
+            self._s.first.setdefault(_first_key(session, event.skill, event.root, event.scope,
+                                                base.body_digest), list(event.rendered))
         if session and event.rendered:
             seen = self._s.rendered.setdefault(session, [])
             seen.extend(i for i in event.rendered if i not in seen)

@@ -154,11 +154,21 @@ def _admit_hints(rows: list[DeltaRow], available: set[str]) -> tuple[
 
 def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
             learning: bool = True, budget: int = DEFAULT_BUDGET,
-            available: Iterable[str] | None = None) -> EffectiveSkill:
-    """The effective skill; ``base_text`` must be the registered base (its digest checked)."""
+            available: Iterable[str] | None = None,
+            replay: list[UUID] | None = None) -> EffectiveSkill:
+    """The effective skill; ``base_text`` must be the registered base (its digest checked).
+
+    ``replay`` renders exactly those deltas (a session's first resolution, as recorded),
+    whatever their status now, without the budget, and reports no orphan; deltas erased
+    since are gone from the view and left out.
+    """
     learns = learning and connector_only(base.permissions)
-    rows = _in_scope(view.on(base.skill, base.root), scope) if learns else []
-    prose, over = _admit_prose([r for r in rows if r.tier >= 2], budget)
+    if replay is not None:
+        rows = [view.deltas[i] for i in replay if i in view.deltas] if learns else []
+    else:
+        rows = _in_scope(view.on(base.skill, base.root), scope) if learns else []
+    prose, over = _admit_prose([r for r in rows if r.tier >= 2],
+                               budget if replay is None else 2**62)
     tools = set(base.tools if available is None else available) & set(base.tools)
     hints, too_many = _admit_hints([r for r in rows if r.tier == 1], tools)
     prose.sort(key=lambda r: r.order)
@@ -173,6 +183,7 @@ def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
         learning=learning, text=text, tools=list(dict.fromkeys(r.payload for r in hints)),
         rendered=[r.delta_id for r in sorted([*hints, *prose], key=lambda r: r.order)],
         retrieval_only=[r.delta_id for r in sorted([*over, *too_many], key=lambda r: r.order)],
-        orphans=view.unshown_orphans(base.skill, base.root) if learning else [],
+        orphans=view.unshown_orphans(base.skill, base.root) if learning and replay is None
+        else [],
         text_digest=sha256(text.encode()).hexdigest(), budget=budget,
         learned_tokens=tokens(block) if block else 0)

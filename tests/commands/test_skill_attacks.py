@@ -12,6 +12,7 @@ import pytest
 from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.skill_errors import DeltaRefusedError, InjectionError
+from lessonledger.ledger.events import SkillResolved, tag_of
 from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.anchors import anchors
 from lessonledger.projections.capabilities import connector_only, local_capabilities
@@ -183,3 +184,52 @@ def test_two_items_stay_two_items_after_an_unclosed_fence(ledger: Ledger) -> Non
     block = ledger.skills.resolve("triage", A).text.split(HEADER, 1)[1]
     assert [line[:2] for line in block.splitlines()] == ["- ", "  ", "- ", "  "]
     assert "```" not in block.replace("\\`", "")
+
+
+# -- M2: erasure drops cached resolutions ----------------------------------------------
+
+
+def test_erased_delta_text_is_not_served_from_the_session_cache(ledger: Ledger) -> None:
+    delta = _prose(ledger, "ERASE-ME-PAYLOAD", principal="mallory")
+    ledger.skills.approve([delta])
+    assert "ERASE-ME" in ledger.skills.resolve("triage", A, session="s1").text
+    ledger.erase(what="principal", subject="mallory", reason="asked", key="er1")
+    again = ledger.skills.resolve("triage", A, session="s1")
+    assert "ERASE-ME" not in again.text
+    assert again.rendered == []
+
+
+def test_an_erasure_by_another_ledger_drops_the_cache_too(ledger: Ledger, home: str) -> None:
+    delta = _prose(ledger, "ERASE-ME-PAYLOAD", principal="mallory")
+    ledger.skills.approve([delta])
+    assert "ERASE-ME" in ledger.skills.resolve("triage", A, session="s1").text
+    with open_ledger(home, sync=False) as other:
+        other.erase(what="principal", subject="mallory", reason="asked", key="er1")
+    assert "ERASE-ME" not in ledger.skills.resolve("triage", A, session="s1").text
+
+
+# -- M3: once per session, across processes --------------------------------------------
+
+
+def test_a_session_renders_what_its_first_resolution_recorded_in_any_process(
+        ledger: Ledger, home: str) -> None:
+    first = _prose(ledger, "first")
+    ledger.skills.approve([first])
+    turn1 = ledger.skills.resolve("triage", A, session="S")
+    with open_ledger(home, sync=False) as other:  # another process's ledger
+        second = _prose(other, "second")
+        other.skills.approve([second])
+        other.skills.archive([first])
+        turn2 = other.skills.resolve("triage", A, session="S")
+        assert (turn2.text, turn2.rendered) == (turn1.text, turn1.rendered)
+        assert other.skills.resolve("triage", A, session="T").rendered == [second]
+        records = [r for r in other.log.scan() if r.envelope.type == tag_of(SkillResolved)
+                   and r.envelope.session == "S"]
+    assert len(records) == 1
+
+
+def test_a_session_that_rendered_nothing_stays_empty(ledger: Ledger, home: str) -> None:
+    assert ledger.skills.resolve("triage", A, session="S").text == A
+    with open_ledger(home, sync=False) as other:
+        other.skills.approve([_prose(other, "late")])
+        assert other.skills.resolve("triage", A, session="S").text == A
