@@ -9,6 +9,8 @@ A delta refused by a rule raises a :class:`DeltaRefusedError` whose ``rule`` nam
 - ``no-permission-change``: a change to permissions, allowed tools or the security tier;
 - ``no-local-capability``: any delta on a skill with local-capability permissions;
 - ``untrusted-never-auto``: untrusted provenance set to auto-approve;
+- ``outcome-needs-evidence``: provenance ``outcome`` citing no outcome, or one the ledger
+  does not have;
 - ``no-instruction-injection``: instruction-injection text in the payload.
 """
 

@@ -9,8 +9,9 @@ error and nothing is written. The write-path rules for a delta (see
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
+from uuid import UUID
 
 import msgspec
 from lessonledger.commands.handlers import Decided, command_digest, command_id, decide
@@ -75,6 +76,8 @@ _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:=|:=)\s*(\S.*?)\s*$")
 def decide_any(command: AnyCommand | SkillCommand,
                views: Runner | Mapping[str, Projection]) -> list[Decided]:
     """Decide any command against the views it reads."""
+    if isinstance(command, ProposeDelta) and command.provenance == "outcome":
+        _check_evidence(command, lesson_view(views).outcomes)
     if isinstance(command, (RegisterSkill, ProposeDelta, ApproveDeltas, RejectDeltas,
                             ArchiveDeltas, LearnFact, DeclareConsumer, RecordResolution)):
         return decide_skill(command, delta_view(views))
@@ -105,6 +108,17 @@ def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
         skill=cmd.skill, root=cmd.root, version=cmd.version,
         body_digest=body_digest(cmd.body), anchors=anchors(cmd.body)[:500],
         tools=list(dict.fromkeys(cmd.tools)), permissions=list(dict.fromkeys(cmd.permissions)))]
+
+
+def _check_evidence(cmd: ProposeDelta, outcomes: Container[UUID]) -> None:
+    """Provenance ``outcome`` must cite outcomes the ledger has."""
+    unknown = [str(i) for i in cmd.evidence if i not in outcomes]
+    if not cmd.evidence or unknown:
+        what = ("cites no outcome" if not cmd.evidence
+                else f"cites unknown outcomes ({', '.join(unknown)})")
+        _refuse("outcome-needs-evidence", f"a delta of provenance 'outcome' {what}",
+                "cite the outcome ids it was learned from as evidence, or use another "
+                "provenance", "$.evidence")
 
 
 def _base(view: DeltaView, skill: str, root: str) -> BaseRow:

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["Skills"]
 
 T = TypeVar("T")
-_Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str]
+_Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str, tuple[UUID, ...]]
 _copy = msgspec.msgpack.Decoder(list[DeltaRow])
 _facts = msgspec.msgpack.Decoder(list[FactRow])
 _encode = msgspec.msgpack.Encoder()
@@ -185,8 +185,12 @@ class Skills:
     def resolve(self, skill: str, base_text: str, *, root: str = "user",
                 scope: str = "global", learning: bool = True, session: str = "",
                 budget: int = DEFAULT_BUDGET, available: Iterable[str] | None = None,
-                actor: str = "agent", principal: str = "") -> EffectiveSkill:
+                actor: str = "agent", principal: str = "",
+                trial: Iterable[UUID] = ()) -> EffectiveSkill:
         """The effective skill for a session, resolved once and cached for it.
+
+        ``trial`` names staged deltas to try in this resolution (trusted ones proposed
+        with ``auto_approve``; others are ignored): rendered, they earn a track record.
 
         Raises:
             UnknownSkillError: no such skill is registered.
@@ -194,7 +198,8 @@ class Skills:
         """
         tools = None if available is None else tuple(sorted(available))
         digest = body_digest(base_text)
-        cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest)
+        tried = tuple(dict.fromkeys(trial))
+        cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest, tried)
         with self._lock:
             view = self.view  # caught up: an erasure or a record by another process shows
             erasures = (id(self._ledger.runner), self._ledger.runner.erasures)
@@ -210,7 +215,7 @@ class Skills:
                 raise BaseMismatchError(skill, base.body_digest, digest)
             first = view.first_resolution(session, skill, root, scope) if learning else None
             result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
-                             available=tools, replay=first)
+                             available=tools, replay=first, trial=tried)
         if session and learning and first is None:
             self._record(result, session, actor, principal)
         if session:

@@ -207,7 +207,7 @@ def _cmd_propose(args: argparse.Namespace) -> int:
         receipt = ledger.skills.propose(
             args.skill, root=args.root, tier=args.tier, kind=args.kind, anchor=args.anchor,
             payload=args.payload, provenance=args.provenance, scope=args.scope,
-            auto_approve=args.auto_approve, actor=args.by,
+            auto_approve=args.auto_approve, actor=args.by, evidence=args.evidence or [],
             **({"key": args.key} if args.key else {}))
     delta = receipt.ids["delta_id"]
     if args.json:
@@ -331,6 +331,9 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
                          choices=["user_instruction", "outcome", "extractor", "untrusted"])
     propose.add_argument("--scope", default="global", help="project digest or global")
     propose.add_argument("--root", default="user")
+    propose.add_argument("--evidence", action="append", type=UUID, metavar="OUTCOME_ID",
+                         help="an outcome it was learned from (repeat; needed for "
+                         "--provenance outcome)")
     propose.add_argument("--auto-approve", action="store_true",
                          help="let a track record of 5 at 85%% activate it (trusted only)")
     propose.add_argument("--key", help="idempotency key")

@@ -15,7 +15,9 @@ A fold, like the lesson view: it reads events in position order and never decide
 - ``SkillResolved`` puts the rendered deltas in play for the session (the session's
   first one for a skill, scope and base is kept as what the session renders), and
   ``OutcomeObserved`` counts an attempt (and a success when it passed) for each delta in
-  play in its project: rendered in its session, or listed in its ``in_play``.
+  play in its project: rendered in its session (a ``SkillResolved`` of that session names
+  it). An outcome's ``in_play`` does not make a delta in play: only what reached the
+  agent counts, so a staged delta never rendered earns no record.
 
 A delta's ``attempts``/``successes`` are its record since its status last changed (what
 the track-record policy judges); ``total_*`` count every attributed outcome.
@@ -294,8 +296,7 @@ class DeltaView:
 
     def _attribute(self, event: OutcomeObserved, session: str) -> None:
         deltas = self._s.deltas
-        in_play = dict.fromkeys([*self.rendered_in(session), *event.in_play])
-        for delta_id in in_play:
+        for delta_id in self.rendered_in(session):
             row = deltas.get(delta_id)
             if row is None or row.scope not in (event.project, "global"):
                 continue

@@ -16,7 +16,10 @@
   (``available``, by default the skill's declared tools), at most
   :data:`MAX_TOOL_HINTS`, most valuable first, then listed in rendering order. Hints over
   the cap are retrieval-only too.
-- Staged, rejected, archived, orphaned and superseded deltas render nothing, and
+- A **trial** (``trial=``) renders named staged deltas as if active: only trusted ones
+  proposed with ``auto_approve`` (the only ones a track record can activate); rendered,
+  they are in play for the session's outcomes.
+- Otherwise staged, rejected, archived, orphaned and superseded deltas render nothing, and
   nothing renders on a skill whose registration is not connector-only
   (:mod:`.capabilities`), whatever the deltas' status says.
 """
@@ -122,6 +125,14 @@ def _in_scope(rows: Iterable[DeltaRow], scope: str) -> list[DeltaRow]:
     return [r for r in rows if r.status == "active" and r.scope in (scope, "global")]
 
 
+def _trial(view: DeltaView, base: BaseRow, scope: str, ids: Iterable[UUID]) -> list[DeltaRow]:
+    """The staged deltas a trial may render: this skill's, in scope, trusted, auto."""
+    rows = (view.deltas.get(i) for i in dict.fromkeys(ids))
+    return [r for r in rows if r is not None and (r.skill, r.root) == (base.skill, base.root)
+            and r.status == "staged" and r.auto_approve and r.provenance != "untrusted"
+            and r.scope in (scope, "global")]
+
+
 def _admit_prose(rows: list[DeltaRow], budget: int) -> tuple[list[DeltaRow], list[DeltaRow]]:
     """Split prose deltas into (rendered, retrieval-only) under the budget."""
     used = tokens(HEADER)
@@ -155,18 +166,21 @@ def _admit_hints(rows: list[DeltaRow], available: set[str]) -> tuple[
 def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
             learning: bool = True, budget: int = DEFAULT_BUDGET,
             available: Iterable[str] | None = None,
-            replay: list[UUID] | None = None) -> EffectiveSkill:
+            replay: list[UUID] | None = None, trial: Iterable[UUID] = ()) -> EffectiveSkill:
     """The effective skill; ``base_text`` must be the registered base (its digest checked).
 
     ``replay`` renders exactly those deltas (a session's first resolution, as recorded),
     whatever their status now, without the budget, and reports no orphan; deltas erased
-    since are gone from the view and left out.
+    since are gone from the view and left out. ``trial`` names staged deltas to render as
+    if active, only those of this skill and scope proposed with ``auto_approve`` by a
+    trusted provenance (so they can earn their track record).
     """
     learns = learning and connector_only(base.permissions)
     if replay is not None:
         rows = [view.deltas[i] for i in replay if i in view.deltas] if learns else []
     else:
         rows = _in_scope(view.on(base.skill, base.root), scope) if learns else []
+        rows += _trial(view, base, scope, trial) if learns else []
     prose, over = _admit_prose([r for r in rows if r.tier >= 2],
                                budget if replay is None else 2**62)
     tools = set(base.tools if available is None else available) & set(base.tools)

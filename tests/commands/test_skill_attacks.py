@@ -233,3 +233,59 @@ def test_a_session_that_rendered_nothing_stays_empty(ledger: Ledger, home: str) 
     with open_ledger(home, sync=False) as other:
         other.skills.approve([_prose(other, "late")])
         assert other.skills.resolve("triage", A, session="S").text == A
+
+
+# -- M6: the track record counts only what was rendered --------------------------------
+
+PROJECT = "0" * 32
+
+
+def _hint(ledger: Ledger, **fields: object) -> UUID:
+    fields.setdefault("provenance", "user_instruction")
+    return ledger.skills.propose("triage", tier=1, kind="tool_hint", payload="search",
+                                 **fields).ids["delta_id"]
+
+
+def test_a_staged_delta_listed_in_play_but_never_rendered_earns_nothing(
+        ledger: Ledger) -> None:
+    delta = _hint(ledger, auto_approve=True)
+    for i in range(8):
+        ledger.observe_outcome(key=f"o{i}", project=PROJECT, passed=True, session=f"s{i}",
+                               in_play=[delta])
+    [row] = ledger.skills.deltas()
+    assert (row.status, row.total_attempts) == ("staged", 0)
+
+
+def test_an_active_delta_listed_in_play_in_a_session_that_did_not_render_it(
+        ledger: Ledger) -> None:
+    delta = _hint(ledger)
+    ledger.skills.approve([delta])
+    for i in range(6):
+        ledger.observe_outcome(key=f"o{i}", project=PROJECT, passed=False,
+                               session="never-resolved", in_play=[delta])
+    [row] = ledger.skills.deltas()
+    assert (row.status, row.total_attempts) == ("active", 0)
+
+
+def test_a_trial_renders_a_trusted_auto_approve_delta_and_earns_its_record(
+        ledger: Ledger) -> None:
+    delta = _hint(ledger, auto_approve=True)
+    untrusted = _hint(ledger, provenance="untrusted")
+    for i in range(5):
+        tried = ledger.skills.resolve("triage", A, session=f"s{i}", trial=[delta, untrusted])
+        assert (tried.tools, tried.rendered) == (["search"], [delta])
+        ledger.observe_outcome(key=f"o{i}", project=PROJECT, passed=True, session=f"s{i}")
+    rows = {r.delta_id: r for r in ledger.skills.deltas()}
+    assert rows[delta].status == "active"
+    assert (rows[untrusted].status, rows[untrusted].total_attempts) == ("staged", 0)
+
+
+@pytest.mark.parametrize("evidence", [[], [UUID(int=7)]])
+def test_outcome_provenance_needs_evidence_that_exists(ledger: Ledger,
+                                                       evidence: list[UUID]) -> None:
+    with pytest.raises(DeltaRefusedError) as refused:
+        _prose(ledger, "Keep it short.", provenance="outcome", evidence=evidence)
+    assert refused.value.rule == "outcome-needs-evidence"
+    outcome = ledger.observe_outcome(key="o", project=PROJECT, passed=True)
+    _prose(ledger, "Keep it short.", provenance="outcome",
+           evidence=[outcome.ids["outcome_id"]])

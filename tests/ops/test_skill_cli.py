@@ -86,7 +86,7 @@ def test_refusals_exit_2_and_name_the_rule(capsys: pytest.CaptureFixture[str],
 def test_a_changed_skill_orphans_and_approve_orphans_reapproves(
         capsys: pytest.CaptureFixture[str], home: str, skill: Path) -> None:
     hint = js(capsys, home, "deltas", "propose", "triage", "--tier", "1", "--kind",
-              "tool_hint", "--payload", "label", "--provenance", "outcome")["delta_id"]
+              "tool_hint", "--payload", "label", "--provenance", "extractor")["delta_id"]
     js(capsys, home, "deltas", "approve", hint)
     skill.write_bytes(BODY.replace("Rank.", "Rank by date.").encode())
     changed = js(capsys, home, "skill", "register", str(skill), "--tool", "search",
