@@ -112,9 +112,13 @@ class Skills:
         """Revert active (or orphaned) deltas: archived, never deleted."""
         return self._run(ArchiveDeltas, {"delta_ids": list(delta_ids), **fields})
 
-    def learn_fact(self, namespace: str, key: str, value: str, **fields: Any) -> Receipt:
-        """Record a tier-0 fact (``fields`` may carry the command's ``key`` and scope)."""
-        return self._run(LearnFact, {"namespace": namespace, "fact_key": key,
+    def learn_fact(self, namespace: str, fact_key: str, value: str, **fields: Any) -> Receipt:
+        """Record a tier-0 fact: ``fact_key`` = ``value`` in ``namespace``.
+
+        ``fields`` may carry the command's idempotency ``key`` (a retry with it writes
+        nothing and returns the original receipt), ``scope`` and ``provenance``.
+        """
+        return self._run(LearnFact, {"namespace": namespace, "fact_key": fact_key,
                                      "value": value, **fields})
 
     def declare_consumer(self, tool: str, namespace: str, **fields: Any) -> Receipt:

@@ -100,6 +100,12 @@ def _ids(ledger: Ledger, texts: list[str]) -> list[UUID]:
     return [find_delta(ledger, t) for t in texts]
 
 
+def _key(args: argparse.Namespace) -> dict[str, str]:
+    """``--key``, when given: the command's idempotency key (a retry writes nothing)."""
+    key = getattr(args, "key", None)
+    return {"key": key} if key else {}
+
+
 def _row_line(row: DeltaRow) -> str:
     record = f"{row.total_successes}/{row.total_attempts}"
     return (f"{str(row.delta_id)[:8]}  {row.status:<10} {row.skill}  tier {row.tier} "
@@ -225,12 +231,12 @@ def _move(args: argparse.Namespace, verb: str) -> int:
         if not ids:
             print(f"nothing to {verb}")
             return 0
-        fields: dict[str, Any] = {"actor": args.by}
+        fields: dict[str, Any] = {"actor": args.by, **_key(args)}
         if verb != "approve":
             fields["reason"] = args.reason
-        getattr(ledger.skills, verb)(ids, **fields)
+        receipt = getattr(ledger.skills, verb)(ids, **fields)
     if args.json:
-        print_json({verb: [str(i) for i in ids]})
+        print_json({verb: [str(i) for i in ids], "positions": receipt.positions})
     else:
         print(f"{verb}d {len(ids)} deltas; they apply from each agent's next session")
     return 0
@@ -256,7 +262,7 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 def _cmd_learn(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         receipt = ledger.skills.learn_fact(args.namespace, args.fact_key, args.value,
-                                           scope=args.scope, actor=args.by)
+                                           scope=args.scope, actor=args.by, **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
     else:
@@ -266,7 +272,8 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
 def _cmd_declare(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
-        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by)
+        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by,
+                                                 **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
     else:
@@ -348,6 +355,7 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
             moving.add_argument("--reason", default="", help="why, for the record")
         moving.set_defaults(run=lambda a, v=verb: _move(a, v))
         moving.add_argument("--skill", help="with --orphans: only this skill's")
+        moving.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in (listing, pending):
         parser.add_argument("--skill", help="only this skill's deltas")
     for parser in verbs.choices.values():
@@ -374,6 +382,8 @@ def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None
     declare.add_argument("tool")
     declare.add_argument("namespace")
     declare.set_defaults(run=_cmd_declare)
+    for parser in (learn, declare):
+        parser.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in verbs.choices.values():
         parser.add_argument("--by", default="operator", help="who acts (default operator)")
         parser.add_argument("--json", action="store_true", help="print JSON")

@@ -289,3 +289,25 @@ def test_outcome_provenance_needs_evidence_that_exists(ledger: Ledger,
     outcome = ledger.observe_outcome(key="o", project=PROJECT, passed=True)
     _prose(ledger, "Keep it short.", provenance="outcome",
            evidence=[outcome.ids["outcome_id"]])
+
+
+# -- M7: retries -------------------------------------------------------------------------
+
+
+def test_learn_fact_takes_an_idempotency_key_and_a_retry_writes_nothing(
+        ledger: Ledger) -> None:
+    first = ledger.skills.learn_fact("triage", "vip", "alice", key="fact-1")
+    head = ledger.log.head()
+    again = ledger.skills.learn_fact("triage", fact_key="vip", value="alice", key="fact-1")
+    assert again.positions == first.positions
+    assert ledger.log.head() == head
+    [row] = ledger.skills.facts.facts("triage")
+    assert row.learned == 1
+
+
+def test_a_retried_approve_returns_the_original_receipt(ledger: Ledger) -> None:
+    delta = _prose(ledger, "Keep declines short.")
+    first = ledger.skills.approve([delta], key="approve-1")
+    head = ledger.log.head()
+    assert ledger.skills.approve([delta], key="approve-1").positions == first.positions
+    assert ledger.log.head() == head

@@ -54,7 +54,7 @@ def test_register_resolve_diff_approve_archive(capsys: pytest.CaptureFixture[str
     diff = js(capsys, home, "skill", "diff", "triage", str(skill), delta[:8])
     assert diff["without"]["text"] == BODY
     assert "+- preference (drafting-replies): Be brief." in diff["diff"]
-    assert js(capsys, home, "deltas", "approve", delta[:8]) == {"approve": [delta]}
+    assert js(capsys, home, "deltas", "approve", delta[:8])["approve"] == [delta]
     on = js(capsys, home, "skill", "resolve", "triage", str(skill))
     assert on["text"].startswith(BODY)
     assert on["rendered"] == [delta]
@@ -96,7 +96,7 @@ def test_a_changed_skill_orphans_and_approve_orphans_reapproves(
     assert (first["tools"], first["orphans"]) == ([], [hint])
     again = js(capsys, home, "skill", "resolve", "triage", str(skill), "--session", "s2")
     assert again["orphans"] == []
-    assert js(capsys, home, "deltas", "approve", "--orphans") == {"approve": [hint]}
+    assert js(capsys, home, "deltas", "approve", "--orphans")["approve"] == [hint]
     assert js(capsys, home, "skill", "resolve", "triage", str(skill))["tools"] == ["label"]
     code, _, err = run(capsys, "--home", home, "skill", "resolve", "triage", "/dev/null")
     assert code == 2
@@ -157,3 +157,20 @@ def test_front_matter_without_permissions_has_none() -> None:
     text = "---\nname: x\nallowed-tools: search, label\nmetadata:\n  gaia:\n" \
         "    permissions: []\n---\nbody\n"
     assert front_matter_permissions(text) == []
+
+
+def test_moves_and_facts_take_a_key_and_a_retry_writes_nothing(
+        capsys: pytest.CaptureFixture[str], home: str) -> None:
+    delta = js(capsys, home, "deltas", "propose", "triage", "--tier", "3", "--kind",
+               "preference", "--anchor", "drafting-replies", "--payload", "Be brief.")["delta_id"]
+    first = js(capsys, home, "deltas", "approve", delta, "--key", "ap-1")
+    assert js(capsys, home, "deltas", "approve", delta, "--key", "ap-1") == first
+    for verb in ("archive", "reject"):
+        _, _, err = run(capsys, "--home", home, "deltas", verb, delta, "--key", f"{verb}-1")
+        assert "--key" not in err
+    learned = js(capsys, home, "facts", "learn", "triage", "vip", "alice", "--key", "f-1")
+    assert js(capsys, home, "facts", "learn", "triage", "vip", "alice", "--key", "f-1") == learned
+    [row] = js(capsys, home, "facts", "list")
+    assert row["learned"] == 1
+    declared = js(capsys, home, "facts", "declare", "ranker", "triage", "--key", "d-1")
+    assert js(capsys, home, "facts", "declare", "ranker", "triage", "--key", "d-1") == declared
