@@ -18,6 +18,8 @@ from lessonledger.commands.handlers import Decided, command_digest, command_id, 
 from lessonledger.commands.injection import refuse_injection
 from lessonledger.commands.messages import AnyCommand
 from lessonledger.commands.skill_errors import (
+    AnchorGoneError,
+    CrossSkillSupersedeError,
     DeltaRefusedError,
     DeltaStateError,
     FactShapedError,
@@ -168,8 +170,12 @@ def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
     if cmd.anchor not in sections:
         raise UnknownAnchorError(cmd.anchor, list(dict.fromkeys(sections)))
     for delta_id in cmd.supersedes:
-        if delta_id not in view.deltas:
+        old = view.deltas.get(delta_id)
+        if old is None:
             raise UnknownDeltaError(delta_id)
+        if (old.skill, old.root) != (cmd.skill, cmd.root):
+            raise CrossSkillSupersedeError(delta_id, f"{old.skill!r} ({old.root})",
+                                           f"{cmd.skill!r} ({cmd.root})")
     delta_id = derived_id(command_id(cmd.key), "delta")
     return [DeltaProposed(
         delta_id=delta_id, skill=cmd.skill, root=cmd.root, anchor=cmd.anchor, tier=cmd.tier,
@@ -197,6 +203,9 @@ def _approve(cmd: ApproveDeltas, view: DeltaView) -> list[AnyEvent]:
     for row in rows:
         base = _base(view, row.skill, row.root)
         _refuse_local(base)
+        sections = base.anchors if row.tier == 3 else [*base.anchors, WHOLE_BODY]
+        if row.anchor not in sections:
+            raise AnchorGoneError(row.delta_id, row.anchor, base.anchors)
         approved.append(DeltaApproved(delta_id=row.delta_id, by=cmd.actor,
                                       base_digest=base.body_digest))
     return approved

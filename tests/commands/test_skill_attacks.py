@@ -11,7 +11,12 @@ from uuid import UUID
 import pytest
 from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands.errors import CredentialError
-from lessonledger.commands.skill_errors import DeltaRefusedError, InjectionError
+from lessonledger.commands.skill_errors import (
+    AnchorGoneError,
+    CrossSkillSupersedeError,
+    DeltaRefusedError,
+    InjectionError,
+)
 from lessonledger.ledger.events import SkillResolved, tag_of
 from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.anchors import anchors
@@ -311,3 +316,40 @@ def test_a_retried_approve_returns_the_original_receipt(ledger: Ledger) -> None:
     head = ledger.log.head()
     assert ledger.skills.approve([delta], key="approve-1").positions == first.positions
     assert ledger.log.head() == head
+
+
+# -- M8, M9: supersedes stays on its skill; an orphan needs its section ---------------
+
+
+def test_a_delta_cannot_supersede_a_delta_of_another_skill(ledger: Ledger) -> None:
+    ledger.skills.register("other", A)
+    theirs = _prose(ledger, "Their rule.", skill="other")
+    ledger.skills.approve([theirs])
+    head = ledger.log.head()
+    with pytest.raises(CrossSkillSupersedeError) as refused:
+        _prose(ledger, "Mine.", supersedes=[theirs])
+    assert refused.value.rule == "supersedes-own-skill"
+    assert refused.value.delta_id == theirs
+    assert ledger.log.head() == head
+    ledger.skills.register("triage", A, root="project")
+    with pytest.raises(CrossSkillSupersedeError):  # same name, another root
+        _prose(ledger, "Mine.", supersedes=[theirs], root="project")
+
+
+def test_an_orphan_whose_section_is_gone_cannot_be_reapproved(ledger: Ledger) -> None:
+    prose = _prose(ledger, "Keep declines short.")
+    hint = _hint(ledger)
+    ledger.skills.approve([prose, hint])
+    ledger.skills.register("triage", B, tools=["search"])
+    head = ledger.log.head()
+    with pytest.raises(AnchorGoneError) as refused:
+        ledger.skills.approve([prose, hint])
+    assert refused.value.anchor == "drafting-replies"
+    assert "drafting-replies" in str(refused.value)
+    assert ledger.log.head() == head
+    ledger.skills.approve([hint])  # a hint needs no section
+    # Re-anchored: a replacement on a current section supersedes the orphan.
+    again = _prose(ledger, "Keep declines short.", anchor="other", supersedes=[prose])
+    ledger.skills.approve([again])
+    rows = {r.delta_id: r.status for r in ledger.skills.deltas()}
+    assert (rows[prose], rows[again]) == ("superseded", "active")
