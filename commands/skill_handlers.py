@@ -3,7 +3,10 @@
 Pure, like :func:`lessonledger.commands.handlers.decide`: a refusal raises a typed
 error and nothing is written. The write-path rules for a delta (see
 :mod:`lessonledger.commands.skill_errors` for their names) are checked in
-:func:`_check_delta`, in the order a person would fix them.
+:func:`_check_delta`: instruction injection first (an attack is named as one), then in
+the order a person would fix them. The shape checks (permission changes, fact-shaped
+lines) read the payload folded (:func:`lessonledger.ledger.text.folded`, space runs made
+one) and look at every line.
 """
 
 from __future__ import annotations
@@ -51,8 +54,9 @@ from lessonledger.ledger.events import (
     SkillResolved,
 )
 from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.text import folded
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
-from lessonledger.projections.capabilities import local_capabilities
+from lessonledger.projections.capabilities import local_capabilities, normalised_permission
 from lessonledger.projections.deltas import BaseRow, DeltaView
 from lessonledger.projections.runner import Projection, Runner
 from lessonledger.projections.views import delta_view, lesson_view
@@ -70,9 +74,15 @@ GRAMMAR: dict[int, frozenset[str]] = {
 }
 _WIDENING_KINDS = frozenset({"permission", "permissions", "security_tier", "tool",
                              "new_tool", "allowed_tools"})
+#: Read folded (format characters dropped, NFKC) with space runs made one, on any line.
 _WIDENING_TEXT = re.compile(
-    r"(?i)\b(permissions?|security[_ -]?tier|allowed[_-]tools)\s*[:=]")
-_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:=|:=)\s*(\S.*?)\s*$")
+    r"(?i)\b(permissions?|security[\s_-]*tiers?|allowed[\s_-]*tools?)\s*(?:[:=]|[+-]=)"
+    r"|\bgrant\w*\b[^.\n]{0,30}\bpermissions?\b"
+    r"|\bpermissions?\b[^.\n]{0,20}\b(grant|add|widen|raise|elevat)\w*")
+#: A ``name = value`` line (also ``:=``, ``->``, ``=>``): a fact, on any line.
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*(?:=|:=|->|=>)\s*(\S.*?)\s*$")
+#: A ``name: value`` line whose value is one word: a fact when every line is one.
+_COLON_PAIR = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*:\s*([^\s:]+)\s*$")
 
 
 def decide_any(command: AnyCommand | SkillCommand,
@@ -134,15 +144,32 @@ def _refuse(rule: str, problem: str, remedy: str, field: str) -> None:
     raise DeltaRefusedError(rule, problem, remedy, field)
 
 
+def _plain(text: str) -> str:
+    """Text as the shape checks read it: folded, each run of spaces made one."""
+    return re.sub(r"[^\S\n]+", " ", folded(text))
+
+
+def _fact_line(payload: str) -> re.Match[str] | None:
+    """The first line that makes the payload a fact, if any."""
+    lines = [line for line in _plain(payload).splitlines() if line.strip()]
+    for line in lines:
+        if found := _ASSIGNMENT.match(line):
+            return found
+    pairs = [_COLON_PAIR.match(line) for line in lines]
+    return pairs[0] if pairs and all(pairs) else None
+
+
 def _check_fact_shape(cmd: ProposeDelta) -> None:
-    assignment = _ASSIGNMENT.match(cmd.payload) if "\n" not in cmd.payload.strip() else None
-    if cmd.tier == 0 or cmd.kind == "fact" or (cmd.tier != 1 and assignment):
+    assignment = _fact_line(cmd.payload) if cmd.tier != 1 else None
+    if cmd.tier == 0 or normalised_permission(cmd.kind) == "fact" or assignment:
         key, value = assignment.groups() if assignment else ("", cmd.payload)
         raise FactShapedError(cmd.skill, key, value)
 
 
 def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
-    if cmd.kind in _WIDENING_KINDS or _WIDENING_TEXT.search(cmd.payload):
+    refuse_injection(cmd.payload, "$.payload")  # first: an attack is named as one
+    kind = normalised_permission(cmd.kind).replace("-", "_").replace(" ", "_")
+    if kind in _WIDENING_KINDS or _WIDENING_TEXT.search(_plain(cmd.payload)):
         _refuse("no-permission-change", "a delta may not change permissions, allowed "
                 "tools or the security tier", "deltas only narrow; change the authored "
                 "skill itself and register the new version", "$.kind")
@@ -159,7 +186,6 @@ def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
     if cmd.provenance == "untrusted" and cmd.auto_approve:
         _refuse("untrusted-never-auto", "untrusted provenance cannot be auto-approved",
                 "propose it without auto_approve; a person approves it", "$.auto_approve")
-    refuse_injection(cmd.payload, "$.payload")
 
 
 def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
