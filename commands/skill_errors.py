@@ -8,6 +8,8 @@ A delta refused by a rule raises a :class:`DeltaRefusedError` whose ``rule`` nam
 - ``no-new-tool``: a tool hint naming a tool the skill does not have;
 - ``no-permission-change``: a change to permissions, allowed tools or the security tier;
 - ``no-local-capability``: any delta on a skill with local-capability permissions;
+- ``over-budget``: a prose item larger than the learned block's default budget (it
+  could never render);
 - ``untrusted-never-auto``: untrusted provenance set to auto-approve;
 - ``supersedes-own-skill``: a delta naming a delta of another skill (or root) in
   ``supersedes`` (:class:`CrossSkillSupersedeError`);

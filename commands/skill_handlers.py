@@ -58,6 +58,7 @@ from lessonledger.ledger.text import folded
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
 from lessonledger.projections.capabilities import local_capabilities, normalised_permission
 from lessonledger.projections.deltas import BaseRow, DeltaView
+from lessonledger.projections.resolution import DEFAULT_BUDGET, fits, render_item, tokens
 from lessonledger.projections.runner import Projection, Runner
 from lessonledger.projections.views import delta_view, lesson_view
 
@@ -179,6 +180,12 @@ def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
         kinds = "; ".join(f"tier {t}: {', '.join(sorted(k))}" for t, k in GRAMMAR.items())
         _refuse("delta-grammar", f"kind {cmd.kind!r} is not a tier-{cmd.tier} kind",
                 f"use one of {kinds}", "$.kind")
+    if cmd.tier >= 2 and not fits(cmd.kind, cmd.anchor, cmd.payload):
+        size = tokens(render_item(cmd.kind, cmd.anchor, cmd.payload))
+        _refuse("over-budget", f"the item is {size} tokens (4 bytes of UTF-8 a "
+                "token), more than the learned "
+                f"block's default budget of {DEFAULT_BUDGET} can ever hold",
+                "state it shorter, or split it into smaller deltas", "$.payload")
     if cmd.tier == 1 and cmd.payload not in base.tools:
         have = ", ".join(base.tools) or "none declared"
         _refuse("no-new-tool", f"tool {cmd.payload!r} is not one the skill has ({have})",

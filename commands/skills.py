@@ -199,7 +199,11 @@ class Skills:
         Raises:
             UnknownSkillError: no such skill is registered.
             BaseMismatchError: ``base_text`` is not the registered version.
+            InvalidCommandError: ``budget`` is negative.
         """
+        if budget < 0:
+            msg = f"budget must be 0 or more tokens, not {budget}"
+            raise InvalidCommandError(msg, "$.budget")
         tools = None if available is None else tuple(sorted(available))
         digest = body_digest(base_text)
         tried = tuple(dict.fromkeys(trial))

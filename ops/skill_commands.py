@@ -86,6 +86,18 @@ def _tool_list(value: str) -> list[str]:
     return [t.strip("'\"") for t in re.split(r"[\s,]+", value.strip().strip("[]")) if t]
 
 
+def _budget(text: str) -> int:
+    """``--budget``: a whole number of tokens, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"the budget is a number of tokens, 0 or more, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def _read(path: Path) -> str:
     """A skill file's text, exactly (no newline translation: the digest is of its bytes)."""
     return path.read_bytes().decode()
@@ -238,7 +250,9 @@ def _move(args: argparse.Namespace, verb: str) -> int:
     if args.json:
         print_json({verb: [str(i) for i in ids], "positions": receipt.positions})
     else:
-        print(f"{verb}d {len(ids)} deltas; they apply from each agent's next session")
+        done = {"approve": "approved", "reject": "rejected", "archive": "archived"}[verb]
+        print(f"{done} {len(ids)} delta{'' if len(ids) == 1 else 's'}; the change applies "
+              "from each agent's next session")
     return 0
 
 
@@ -301,7 +315,7 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     res.add_argument("path", type=Path, help="the registered skill file")
     res.add_argument("--off", action="store_true", help="learning off: the base exactly")
     res.add_argument("--session", help="record the resolution for this agent session")
-    res.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+    res.add_argument("--budget", type=_budget, default=DEFAULT_BUDGET,
                      help=f"tokens the learned block may hold ({DEFAULT_BUDGET})")
     res.add_argument("--tool", action="append", help="a tool the agent has (default: the "
                      "skill's declared tools)")

@@ -7,11 +7,12 @@
   kind, created_at, id) order. The same delta set gives the same bytes in any process:
   nothing in the text depends on the clock, the process or a dict's order. With no
   delta to render the text is the base exactly.
-- **Budget**: the block is at most ``budget`` tokens (a token is taken as 4 characters,
-  rounded up). Deltas are admitted whole, most valuable first (success rate over their
-  attributed outcomes, smoothed as (s + 1) / (n + 2); then more samples; then older);
-  from the first that does not fit on, the rest are *retrieval-only*: listed, not
-  rendered. No item is ever cut.
+- **Budget**: the block is at most ``budget`` tokens (a token is taken as 4 bytes of
+  UTF-8, rounded up: a CJK character or an emoji costs what it weighs). Deltas are
+  admitted whole, most valuable first (success rate over their attributed outcomes,
+  smoothed as (s + 1) / (n + 2); then more samples; then older); from the first that
+  does not fit on, the rest are *retrieval-only*: listed, not rendered. No item is ever
+  cut, and a proposal whose item could never fit the default budget is refused.
 - **Tool hints** (tier 1): the tools named by active hints, only those the agent has
   (``available``, by default the skill's declared tools), at most
   :data:`MAX_TOOL_HINTS`, most valuable first, then listed in rendering order. Hints over
@@ -40,7 +41,9 @@ __all__ = [
     "HEADER",
     "MAX_TOOL_HINTS",
     "EffectiveSkill",
+    "fits",
     "item_text",
+    "render_item",
     "resolve",
     "tokens",
 ]
@@ -81,8 +84,8 @@ class EffectiveSkill(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def tokens(text: str) -> int:
-    """The token estimate the budget counts: 4 characters a token, rounded up."""
-    return (len(text) + 3) // 4
+    """The token estimate the budget counts: 4 bytes of UTF-8 a token, rounded up."""
+    return (len(text.encode()) + 3) // 4
 
 
 #: What opens Markdown structure at a line's start: a heading, a fence, a block quote, a
@@ -110,9 +113,19 @@ def item_text(row: DeltaRow) -> str:
     table row) has that character backslash-escaped, so no payload can forge a heading,
     open a fence or start an item of its own.
     """
-    lines = row.payload.strip().splitlines() or [""]
+    return render_item(row.kind, row.anchor, row.payload)
+
+
+def render_item(kind: str, anchor: str, payload: str) -> str:
+    """The item :func:`item_text` renders, from its parts (a proposal is checked on it)."""
+    lines = payload.strip().splitlines() or [""]
     rest = "".join(f"\n  {_inert(line)}".rstrip(" ") for line in lines[1:])
-    return f"- {row.kind} ({row.anchor}): {lines[0]}{rest}\n"
+    return f"- {kind} ({anchor}): {lines[0]}{rest}\n"
+
+
+def fits(kind: str, anchor: str, payload: str, budget: int = DEFAULT_BUDGET) -> bool:
+    """Whether the item could ever render within ``budget`` (with the block's header)."""
+    return tokens(HEADER) + tokens(render_item(kind, anchor, payload)) <= budget
 
 
 def _value(row: DeltaRow) -> tuple[float, int, int, str]:

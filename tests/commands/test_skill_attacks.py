@@ -10,7 +10,7 @@ from uuid import UUID
 
 import pytest
 from lessonledger.commands import Ledger, open_ledger
-from lessonledger.commands.errors import CredentialError
+from lessonledger.commands.errors import CredentialError, InvalidCommandError
 from lessonledger.commands.skill_errors import (
     AnchorGoneError,
     CrossSkillSupersedeError,
@@ -22,7 +22,7 @@ from lessonledger.ledger.events import SkillResolved, tag_of
 from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.anchors import anchors
 from lessonledger.projections.capabilities import connector_only, local_capabilities
-from lessonledger.projections.resolution import HEADER
+from lessonledger.projections.resolution import HEADER, tokens
 
 A = "# Triage\n\n## Drafting replies\n\nBe nice.\n"
 B = "# Triage\n\n## Other\n\nChanged; the drafting section is gone.\n"
@@ -386,3 +386,23 @@ def test_fact_shaped_payloads_in_any_spelling_are_routed_to_facts(
     "Example: Thanks, I will look at it today."])
 def test_prose_with_a_colon_is_still_prose(ledger: Ledger, payload: str) -> None:
     _prose(ledger, payload)
+
+
+# -- L1, L5: budget in bytes, items over it refused; a negative budget -----------------
+
+
+def test_tokens_count_utf8_bytes() -> None:
+    assert tokens("abcd") == 1
+    assert tokens("\u77ed\u3044") == 2  # 6 bytes
+
+
+def test_an_item_larger_than_the_default_budget_is_refused_at_write(ledger: Ledger) -> None:
+    with pytest.raises(DeltaRefusedError) as refused:
+        _prose(ledger, "\u77ed" * 600)  # 1,800 bytes: 450 tokens > 400
+    assert refused.value.rule == "over-budget"
+    _prose(ledger, "x" * 1000)
+
+
+def test_a_negative_budget_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(InvalidCommandError):
+        ledger.skills.resolve("triage", A, budget=-1)

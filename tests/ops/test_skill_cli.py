@@ -174,3 +174,14 @@ def test_moves_and_facts_take_a_key_and_a_retry_writes_nothing(
     assert row["learned"] == 1
     declared = js(capsys, home, "facts", "declare", "ranker", "triage", "--key", "d-1")
     assert js(capsys, home, "facts", "declare", "ranker", "triage", "--key", "d-1") == declared
+
+
+def test_moves_say_what_they_did_and_budget_is_not_negative(
+        capsys: pytest.CaptureFixture[str], home: str, skill: Path) -> None:
+    delta = js(capsys, home, "deltas", "propose", "triage", "--tier", "3", "--kind",
+               "preference", "--anchor", "drafting-replies", "--payload", "Be brief.")["delta_id"]
+    assert "rejected 1 delta" in run(capsys, "--home", home, "deltas", "reject", delta)[1]
+    with pytest.raises(SystemExit) as exited:
+        run(capsys, "--home", home, "skill", "resolve", "triage", str(skill), "--budget", "-5")
+    assert exited.value.code == 2
+    assert "budget" in capsys.readouterr().err
