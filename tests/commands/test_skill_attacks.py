@@ -406,3 +406,10 @@ def test_an_item_larger_than_the_default_budget_is_refused_at_write(ledger: Ledg
 def test_a_negative_budget_is_refused(ledger: Ledger) -> None:
     with pytest.raises(InvalidCommandError):
         ledger.skills.resolve("triage", A, budget=-1)
+
+
+def test_long_headings_that_share_200_characters_get_distinct_anchors() -> None:
+    long = "x" * 210
+    found = [a.slug for a in anchors(f"# T\n\n## {long}a\none\n\n## {long}b\ntwo\n")]
+    assert len(set(found)) == len(found) == 3
+    assert all(len(s) <= 200 for s in found)
