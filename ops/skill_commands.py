@@ -148,9 +148,9 @@ def _cmd_register(args: argparse.Namespace) -> int:
         ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
         base = ledger.skills.base(name, args.root)
         assert base is not None
-        changed = before is not None and before.body_digest != base.body_digest
+        # Orphaned by this registration (a changed body or changed permissions).
         orphaned = [r.delta_id for r in ledger.skills.deltas(name, args.root, "orphaned")
-                    if changed]
+                    if before is not None and r.changed[0] == base.position]
     if args.json:
         print_json(msgspec.to_builtins(base) | {"orphaned": [str(i) for i in orphaned]})
         return 0
@@ -158,8 +158,8 @@ def _cmd_register(args: argparse.Namespace) -> int:
          f"{len(base.anchors)} sections, {len(base.tools)} tools, "
          f"digest {base.body_digest[:12]}")
     if orphaned:
-        print(f"the body changed: {len(orphaned)} deltas orphaned; review them with "
-              "`lessonledger deltas pending`")
+        print(f"the body or permissions changed: {len(orphaned)} deltas orphaned; review "
+              "them with `lessonledger deltas pending`")
     return 0
 
 

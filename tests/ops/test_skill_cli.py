@@ -185,3 +185,17 @@ def test_moves_say_what_they_did_and_budget_is_not_negative(
         run(capsys, "--home", home, "skill", "resolve", "triage", str(skill), "--budget", "-5")
     assert exited.value.code == 2
     assert "budget" in capsys.readouterr().err
+
+
+def test_a_permission_change_on_register_reports_the_orphans(
+        capsys: pytest.CaptureFixture[str], home: str, skill: Path) -> None:
+    hint = js(capsys, home, "deltas", "propose", "triage", "--tier", "1", "--kind",
+              "tool_hint", "--payload", "label", "--provenance", "extractor")["delta_id"]
+    js(capsys, home, "deltas", "approve", hint)
+    again = js(capsys, home, "skill", "register", str(skill), "--tool", "search", "--tool",
+               "label", "--permission", "shell")
+    assert again["orphaned"] == [hint]
+    code, out, _ = run(capsys, "--home", home, "skill", "register", str(skill),
+                       "--tool", "search", "--tool", "label", "--permission", "shell")
+    assert code == 0
+    assert "orphaned" not in out  # nothing changed this time
