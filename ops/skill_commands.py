@@ -168,7 +168,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         result = ledger.skills.resolve(
             args.name, _read(args.path), root=args.root, scope=args.scope,
             learning=not args.off, session=args.session or "", budget=args.budget,
-            available=args.tool)
+            available=args.tool, trial=_ids(ledger, args.trial or []))
     if args.json:
         print_json(msgspec.to_builtins(result))
         return 0
@@ -319,6 +319,9 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
                      help=f"tokens the learned block may hold ({DEFAULT_BUDGET})")
     res.add_argument("--tool", action="append", help="a tool the agent has (default: the "
                      "skill's declared tools)")
+    res.add_argument("--trial", action="append", metavar="ID",
+                     help="try a staged delta (trusted, --auto-approve) in this session so "
+                     "it can earn its track record (repeat)")
     res.set_defaults(run=_cmd_resolve)
     diff = verbs.add_parser("diff", help="the effective skill with and without a delta")
     diff.add_argument("name")

@@ -199,3 +199,13 @@ def test_a_permission_change_on_register_reports_the_orphans(
                        "--tool", "search", "--tool", "label", "--permission", "shell")
     assert code == 0
     assert "orphaned" not in out  # nothing changed this time
+
+
+def test_resolve_can_trial_a_staged_auto_approve_delta(capsys: pytest.CaptureFixture[str],
+                                                       home: str, skill: Path) -> None:
+    hint = js(capsys, home, "deltas", "propose", "triage", "--tier", "1", "--kind",
+              "tool_hint", "--payload", "label", "--provenance", "extractor",
+              "--auto-approve")["delta_id"]
+    tried = js(capsys, home, "skill", "resolve", "triage", str(skill), "--session", "s1",
+               "--trial", hint[:8])
+    assert (tried["tools"], tried["rendered"]) == (["label"], [hint])
