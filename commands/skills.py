@@ -226,6 +226,12 @@ class Skills:
                              available=tools, replay=first, trial=tried)
         if session and learning and first is None:
             self._record(result, session, actor, principal)
+            with self._lock:  # another process may have recorded the session's first
+                view = self.view
+                first = view.first_resolution(session, skill, root, scope)
+                if first is not None and first != result.rendered:
+                    result = resolve(view, base, base_text, scope, budget=budget,
+                                     available=tools, replay=first)
         if session:
             with self._lock:
                 self._cache[cached] = result

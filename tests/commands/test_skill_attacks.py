@@ -413,3 +413,21 @@ def test_long_headings_that_share_200_characters_get_distinct_anchors() -> None:
     found = [a.slug for a in anchors(f"# T\n\n## {long}a\none\n\n## {long}b\ntwo\n")]
     assert len(set(found)) == len(found) == 3
     assert all(len(s) <= 200 for s in found)
+
+
+def test_two_first_resolutions_racing_agree_on_the_recorded_one(
+        ledger: Ledger, home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger.skills.approve([_prose(ledger, "first")])
+    with open_ledger(home, sync=False) as other:
+        original = type(ledger.skills)._record
+
+        def racing(self: object, *args: object) -> None:
+            if self is ledger.skills:
+                # Another process records the session's first resolution in between.
+                other.skills.archive([r.delta_id for r in other.skills.deltas()])
+                assert other.skills.resolve("triage", A, session="S").text == A
+            original(self, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(type(ledger.skills), "_record", racing)
+        mine = ledger.skills.resolve("triage", A, session="S")
+    assert (mine.text, mine.rendered) == (A, [])
