@@ -13,15 +13,23 @@ prompt template has any reason to write:
 - tool-call markup (``<tool_call>``, ``<function_calls>``, ``<invoke``, a JSON
   ``"tool_calls":`` or ``"function_call":``).
 
+Text is read as written and also folded (:func:`lessonledger.ledger.text.folded`:
+format characters such as zero-width spaces and the soft hyphen dropped, NFKC, so
+fullwidth letters are ASCII, angle-bracket and bar lookalikes made ASCII) with each run
+of spaces made one, and with HTML character references decoded, so an invisible
+character, a lookalike or an entity does not hide a shape.
+
 It is a tripwire, not an analyzer: it names the shape it found, and a person can always
 phrase a real preference without one.
 """
 
 from __future__ import annotations
 
+import html
 import re
 
 from lessonledger.commands.skill_errors import InjectionError
+from lessonledger.ledger.text import folded
 
 __all__ = ["injection_pattern", "refuse_injection"]
 
@@ -32,21 +40,27 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"\b(previous|prior|above|earlier|all|any|system|your|the)\b[^.\n]{0,20}?"
          r"\b(instructions?|prompts?|rules?|directions?|guidelines?|guardrails?)\b"),
         ("new identity or instructions",
-         r"(?i)\byou are now\b|\bnew (system )?instructions?\s*:|\bfrom now on,? you\b"),
+         r"(?i)\byou(?: are|'re|\u2019re) now\b|\bnew (system )?instructions?\s*:"
+         r"|\bfrom now on,? you\b"),
         ("role tag", r"(?i)<\s*/?\s*(system|assistant|user|developer|tool)\s*>"),
-        ("template token", r"<\|[A-Za-z_]+\|>|\[/?INST\]|<</?SYS>>"),
-        ("role line", r"(?im)^\s*(system|assistant|developer)\s*:"),
+        ("template token", r"(?i)<\|[A-Za-z_]+\|>|\[/?INST\]|<</?SYS>>"),
+        ("role line", r"(?im)^[\s*_#>`~]*(system|assistant|developer)[*_`~]*\s*:"),
         ("tool-call markup",
          r"(?i)<\s*/?\s*(tool_call|tool_use|function_call|function_calls|invoke|"
-         r"[a-z]+:invoke)\b|\"(tool_calls|function_call)\"\s*:"),
+         r"[a-z]+:invoke)\b|[\"'](tool_calls|function_call)[\"']\s*:"),
     )
 )
 
+#: Runs of white space other than line breaks (a role line needs its line break).
+_SPACES = re.compile(r"[^\S\n]+")
+
 
 def injection_pattern(text: str) -> str | None:
-    """The name of the first injection shape found in ``text``, or None."""
+    """The name of the first injection shape found in ``text`` (or its folded form), or None."""
+    plain = _SPACES.sub(" ", folded(text))
+    readings = dict.fromkeys([text, plain, html.unescape(plain)])
     for name, pattern in _PATTERNS:
-        if pattern.search(text):
+        if any(pattern.search(reading) for reading in readings):
             return name
     return None
 

@@ -8,7 +8,13 @@ A delta refused by a rule raises a :class:`DeltaRefusedError` whose ``rule`` nam
 - ``no-new-tool``: a tool hint naming a tool the skill does not have;
 - ``no-permission-change``: a change to permissions, allowed tools or the security tier;
 - ``no-local-capability``: any delta on a skill with local-capability permissions;
+- ``over-budget``: a prose item larger than the learned block's default budget (it
+  could never render);
 - ``untrusted-never-auto``: untrusted provenance set to auto-approve;
+- ``supersedes-own-skill``: a delta naming a delta of another skill (or root) in
+  ``supersedes`` (:class:`CrossSkillSupersedeError`);
+- ``outcome-needs-evidence``: provenance ``outcome`` citing no outcome, or one the ledger
+  does not have;
 - ``no-instruction-injection``: instruction-injection text in the payload.
 """
 
@@ -19,7 +25,9 @@ from uuid import UUID
 from lessonledger.commands.errors import CommandError
 
 __all__ = [
+    "AnchorGoneError",
     "BaseMismatchError",
+    "CrossSkillSupersedeError",
     "DeltaRefusedError",
     "DeltaStateError",
     "FactShapedError",
@@ -86,6 +94,29 @@ class UnknownAnchorError(CommandError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class AnchorGoneError(UnknownAnchorError):
+    """An orphan's section is not in the skill as now registered: it cannot be re-approved."""
+
+    def __init__(self, delta_id: UUID, anchor: str, known: list[str]) -> None:
+        CommandError.__init__(
+            self, f"delta {delta_id} is anchored to section {anchor!r}, which the skill no "
+            f"longer has (its sections: {', '.join(known) or 'none'}); it cannot be "
+            "re-approved: propose a replacement anchored to a current section with "
+            f"supersedes=[{delta_id}], or reject it; nothing was written")
+        self.anchor = anchor
+        self.delta_id = delta_id
+
+
+class CrossSkillSupersedeError(DeltaRefusedError):
+    """A delta may supersede only deltas of its own skill (name and root)."""
+
+    def __init__(self, delta_id: UUID, theirs: str, mine: str) -> None:
+        super().__init__("supersedes-own-skill", f"delta {delta_id} is on skill {theirs}, "
+                         f"not {mine}", "supersede only deltas of the same skill and root",
+                         "$.supersedes")
+        self.delta_id = delta_id
 
 
 class UnknownDeltaError(CommandError, KeyError):

@@ -3,20 +3,26 @@
 Pure, like :func:`lessonledger.commands.handlers.decide`: a refusal raises a typed
 error and nothing is written. The write-path rules for a delta (see
 :mod:`lessonledger.commands.skill_errors` for their names) are checked in
-:func:`_check_delta`, in the order a person would fix them.
+:func:`_check_delta`: instruction injection first (an attack is named as one), then in
+the order a person would fix them. The shape checks (permission changes, fact-shaped
+lines) read the payload folded (:func:`lessonledger.ledger.text.folded`, space runs made
+one) and look at every line.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
+from uuid import UUID
 
 import msgspec
 from lessonledger.commands.handlers import Decided, command_digest, command_id, decide
 from lessonledger.commands.injection import refuse_injection
 from lessonledger.commands.messages import AnyCommand
 from lessonledger.commands.skill_errors import (
+    AnchorGoneError,
+    CrossSkillSupersedeError,
     DeltaRefusedError,
     DeltaStateError,
     FactShapedError,
@@ -48,17 +54,18 @@ from lessonledger.ledger.events import (
     SkillResolved,
 )
 from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.text import folded
 from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
+from lessonledger.projections.capabilities import local_capabilities, normalised_permission
 from lessonledger.projections.deltas import BaseRow, DeltaView
+from lessonledger.projections.resolution import DEFAULT_BUDGET, fits, render_item, tokens
 from lessonledger.projections.runner import Projection, Runner
 from lessonledger.projections.views import delta_view, lesson_view
 
 __all__ = [
     "GRAMMAR",
-    "LOCAL_CAPABILITIES",
     "decide_any",
     "decide_skill",
-    "local_capabilities",
 ]
 
 #: The kinds each tier holds. Tier 0 is facts (never a delta); tier 2 is deferred.
@@ -66,18 +73,24 @@ GRAMMAR: dict[int, frozenset[str]] = {
     1: frozenset({"tool_hint"}),
     3: frozenset({"preference", "example", "caveat"}),
 }
-#: Permission domains whose skills take no delta (being wrong there is unrecoverable).
-LOCAL_CAPABILITIES = frozenset({"filesystem", "shell", "database", "desktop", "env"})
 _WIDENING_KINDS = frozenset({"permission", "permissions", "security_tier", "tool",
                              "new_tool", "allowed_tools"})
+#: Read folded (format characters dropped, NFKC) with space runs made one, on any line.
 _WIDENING_TEXT = re.compile(
-    r"(?i)\b(permissions?|security[_ -]?tier|allowed[_-]tools)\s*[:=]")
-_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(?:=|:=)\s*(\S.*?)\s*$")
+    r"(?i)\b(permissions?|security[\s_-]*tiers?|allowed[\s_-]*tools?)\s*(?:[:=]|[+-]=)"
+    r"|\bgrant\w*\b[^.\n]{0,30}\bpermissions?\b"
+    r"|\bpermissions?\b[^.\n]{0,20}\b(grant|add|widen|raise|elevat)\w*")
+#: A ``name = value`` line (also ``:=``, ``->``, ``=>``): a fact, on any line.
+_ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*(?:=|:=|->|=>)\s*(\S.*?)\s*$")
+#: A ``name: value`` line whose value is one word: a fact when every line is one.
+_COLON_PAIR = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*:\s*([^\s:]+)\s*$")
 
 
 def decide_any(command: AnyCommand | SkillCommand,
                views: Runner | Mapping[str, Projection]) -> list[Decided]:
     """Decide any command against the views it reads."""
+    if isinstance(command, ProposeDelta) and command.provenance == "outcome":
+        _check_evidence(command, lesson_view(views).outcomes)
     if isinstance(command, (RegisterSkill, ProposeDelta, ApproveDeltas, RejectDeltas,
                             ArchiveDeltas, LearnFact, DeclareConsumer, RecordResolution)):
         return decide_skill(command, delta_view(views))
@@ -92,9 +105,15 @@ def decide_skill(command: SkillCommand, deltas: DeltaView) -> list[Decided]:
     return [Decided(e) for e in (stamped, *rest)]
 
 
-def local_capabilities(permissions: list[str]) -> list[str]:
-    """The permissions among ``permissions`` that grant a local capability."""
-    return [p for p in permissions if p.split(":", 1)[0].lower() in LOCAL_CAPABILITIES]
+def _refuse_local(base: BaseRow) -> None:
+    """Refuse any delta on a skill whose current registration is not connector-only."""
+    local = local_capabilities(base.permissions)
+    if local:
+        _refuse("no-local-capability", f"skill {base.skill!r} has local-capability "
+                f"permissions ({', '.join(map(repr, local))}); only a skill with no "
+                "permission or connector-only ones (network:…, mcp:connect) takes deltas",
+                "deltas are not allowed on such skills; edit the authored skill instead",
+                "$.skill")
 
 
 def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
@@ -102,6 +121,17 @@ def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
         skill=cmd.skill, root=cmd.root, version=cmd.version,
         body_digest=body_digest(cmd.body), anchors=anchors(cmd.body)[:500],
         tools=list(dict.fromkeys(cmd.tools)), permissions=list(dict.fromkeys(cmd.permissions)))]
+
+
+def _check_evidence(cmd: ProposeDelta, outcomes: Container[UUID]) -> None:
+    """Provenance ``outcome`` must cite outcomes the ledger has."""
+    unknown = [str(i) for i in cmd.evidence if i not in outcomes]
+    if not cmd.evidence or unknown:
+        what = ("cites no outcome" if not cmd.evidence
+                else f"cites unknown outcomes ({', '.join(unknown)})")
+        _refuse("outcome-needs-evidence", f"a delta of provenance 'outcome' {what}",
+                "cite the outcome ids it was learned from as evidence, or use another "
+                "provenance", "$.evidence")
 
 
 def _base(view: DeltaView, skill: str, root: str) -> BaseRow:
@@ -115,28 +145,47 @@ def _refuse(rule: str, problem: str, remedy: str, field: str) -> None:
     raise DeltaRefusedError(rule, problem, remedy, field)
 
 
+def _plain(text: str) -> str:
+    """Text as the shape checks read it: folded, each run of spaces made one."""
+    return re.sub(r"[^\S\n]+", " ", folded(text))
+
+
+def _fact_line(payload: str) -> re.Match[str] | None:
+    """The first line that makes the payload a fact, if any."""
+    lines = [line for line in _plain(payload).splitlines() if line.strip()]
+    for line in lines:
+        if found := _ASSIGNMENT.match(line):
+            return found
+    pairs = [_COLON_PAIR.match(line) for line in lines]
+    return pairs[0] if pairs and all(pairs) else None
+
+
 def _check_fact_shape(cmd: ProposeDelta) -> None:
-    assignment = _ASSIGNMENT.match(cmd.payload) if "\n" not in cmd.payload.strip() else None
-    if cmd.tier == 0 or cmd.kind == "fact" or (cmd.tier != 1 and assignment):
+    assignment = _fact_line(cmd.payload) if cmd.tier != 1 else None
+    if cmd.tier == 0 or normalised_permission(cmd.kind) == "fact" or assignment:
         key, value = assignment.groups() if assignment else ("", cmd.payload)
         raise FactShapedError(cmd.skill, key, value)
 
 
 def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
-    if cmd.kind in _WIDENING_KINDS or _WIDENING_TEXT.search(cmd.payload):
+    refuse_injection(cmd.payload, "$.payload")  # first: an attack is named as one
+    kind = normalised_permission(cmd.kind).replace("-", "_").replace(" ", "_")
+    if kind in _WIDENING_KINDS or _WIDENING_TEXT.search(_plain(cmd.payload)):
         _refuse("no-permission-change", "a delta may not change permissions, allowed "
                 "tools or the security tier", "deltas only narrow; change the authored "
                 "skill itself and register the new version", "$.kind")
     _check_fact_shape(cmd)
-    local = local_capabilities(base.permissions)
-    if local:
-        _refuse("no-local-capability", f"skill {base.skill!r} has local-capability "
-                f"permissions ({', '.join(local)})", "deltas are not allowed on such skills; "
-                "edit the authored skill instead", "$.skill")
+    _refuse_local(base)
     if cmd.kind not in GRAMMAR.get(cmd.tier, frozenset()):
         kinds = "; ".join(f"tier {t}: {', '.join(sorted(k))}" for t, k in GRAMMAR.items())
         _refuse("delta-grammar", f"kind {cmd.kind!r} is not a tier-{cmd.tier} kind",
                 f"use one of {kinds}", "$.kind")
+    if cmd.tier >= 2 and not fits(cmd.kind, cmd.anchor, cmd.payload):
+        size = tokens(render_item(cmd.kind, cmd.anchor, cmd.payload))
+        _refuse("over-budget", f"the item is {size} tokens (4 bytes of UTF-8 a "
+                "token), more than the learned "
+                f"block's default budget of {DEFAULT_BUDGET} can ever hold",
+                "state it shorter, or split it into smaller deltas", "$.payload")
     if cmd.tier == 1 and cmd.payload not in base.tools:
         have = ", ".join(base.tools) or "none declared"
         _refuse("no-new-tool", f"tool {cmd.payload!r} is not one the skill has ({have})",
@@ -144,7 +193,6 @@ def _check_delta(cmd: ProposeDelta, base: BaseRow) -> None:
     if cmd.provenance == "untrusted" and cmd.auto_approve:
         _refuse("untrusted-never-auto", "untrusted provenance cannot be auto-approved",
                 "propose it without auto_approve; a person approves it", "$.auto_approve")
-    refuse_injection(cmd.payload, "$.payload")
 
 
 def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
@@ -155,8 +203,12 @@ def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
     if cmd.anchor not in sections:
         raise UnknownAnchorError(cmd.anchor, list(dict.fromkeys(sections)))
     for delta_id in cmd.supersedes:
-        if delta_id not in view.deltas:
+        old = view.deltas.get(delta_id)
+        if old is None:
             raise UnknownDeltaError(delta_id)
+        if (old.skill, old.root) != (cmd.skill, cmd.root):
+            raise CrossSkillSupersedeError(delta_id, f"{old.skill!r} ({old.root})",
+                                           f"{cmd.skill!r} ({cmd.root})")
     delta_id = derived_id(command_id(cmd.key), "delta")
     return [DeltaProposed(
         delta_id=delta_id, skill=cmd.skill, root=cmd.root, anchor=cmd.anchor, tier=cmd.tier,
@@ -180,8 +232,16 @@ def _moves(delta_ids: list[Any], view: DeltaView, move: str,
 
 def _approve(cmd: ApproveDeltas, view: DeltaView) -> list[AnyEvent]:
     rows = _moves(cmd.delta_ids, view, "approved", ["staged", "orphaned"])
-    return [DeltaApproved(delta_id=r.delta_id, by=cmd.actor,
-                          base_digest=_base(view, r.skill, r.root).body_digest) for r in rows]
+    approved: list[AnyEvent] = []
+    for row in rows:
+        base = _base(view, row.skill, row.root)
+        _refuse_local(base)
+        sections = base.anchors if row.tier == 3 else [*base.anchors, WHOLE_BODY]
+        if row.anchor not in sections:
+            raise AnchorGoneError(row.delta_id, row.anchor, base.anchors)
+        approved.append(DeltaApproved(delta_id=row.delta_id, by=cmd.actor,
+                                      base_digest=base.body_digest))
+    return approved
 
 
 def _reject(cmd: RejectDeltas, view: DeltaView) -> list[AnyEvent]:
@@ -195,7 +255,8 @@ def _archive(cmd: ArchiveDeltas, view: DeltaView) -> list[AnyEvent]:
 
 
 def _learn(cmd: LearnFact, view: DeltaView) -> list[AnyEvent]:
-    for text, field in ((cmd.fact_key, "$.fact_key"), (cmd.value, "$.value")):
+    for text, field in ((cmd.namespace, "$.namespace"), (cmd.fact_key, "$.fact_key"),
+                        (cmd.value, "$.value")):
         refuse_injection(text, field)
     return [FactLearned(
         fact_id=derived_id(command_id(cmd.key), "fact"), namespace=cmd.namespace,

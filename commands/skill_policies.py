@@ -1,7 +1,8 @@
 """The track-record policy: deltas earn ``active`` on measured outcomes, never on opinion.
 
 Run after every ``OutcomeObserved`` is folded, for each delta in play for it (rendered
-in its session, or listed in its ``in_play``) in its project. A delta's record is its
+in its session; an outcome's ``in_play`` list does not count for deltas) in its
+project. A delta's record is its
 attempts and successes since its status last changed (:mod:`.deltas`):
 
 - a **staged** delta proposed with ``auto_approve``, of trusted provenance (not
@@ -24,6 +25,7 @@ from lessonledger.ledger.events import (
     DeltaRestaged,
     OutcomeObserved,
 )
+from lessonledger.projections.capabilities import connector_only
 from lessonledger.projections.deltas import DeltaRow, DeltaView
 
 __all__ = ["BY_POLICY", "MIN_SAMPLES", "SKILL_TRIGGERS", "THRESHOLD", "react_skills"]
@@ -47,7 +49,7 @@ def react_skills(view: DeltaView, event: AnyEvent, envelope: Envelope) -> list[A
     if not isinstance(event, OutcomeObserved):
         return []
     decided: list[AnyEvent] = []
-    for delta_id in dict.fromkeys([*view.rendered_in(envelope.session), *event.in_play]):
+    for delta_id in view.rendered_in(envelope.session):
         row = view.deltas.get(delta_id)
         if row is None or row.scope not in (event.project, "global") or (
                 row.attempts < MIN_SAMPLES):
@@ -59,7 +61,8 @@ def react_skills(view: DeltaView, event: AnyEvent, envelope: Envelope) -> list[A
         elif (row.status == "staged" and row.auto_approve and row.provenance != "untrusted"
               and _meets(row)):
             base = view.base(row.skill, row.root)
-            if base is not None and base.body_digest == row.base_digest:
+            if (base is not None and base.body_digest == row.base_digest
+                    and connector_only(base.permissions)):
                 decided.append(DeltaApproved(delta_id=delta_id, by=BY_POLICY,
                                              base_digest=base.body_digest))
     return decided

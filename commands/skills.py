@@ -14,11 +14,16 @@ The base text stays the caller's: registration stores its digest and section anc
 and :meth:`Skills.resolve` takes the text again and refuses it (``BaseMismatchError``)
 when its digest is not the registered version's, so no user file is copied into the log.
 
-Resolution happens once per session: the first call for a (session, skill, scope, …)
-resolves and records what it rendered (``SkillResolved``: those deltas are in play for
-the session's outcomes, and orphans it reports are reported once); later calls in the
-session return that same object, so a delta approved mid-session applies from the next
-session on.
+Resolution happens once per session: the first call with learning on for a (session,
+skill, scope) against the skill as registered resolves and records what it rendered
+(``SkillResolved``, written even when nothing rendered: those deltas are in play for the
+session's outcomes, and orphans it reports are reported once). That first record is the
+source of truth for the session in every process: a later call in the same session, here
+or in another process, re-renders exactly the deltas it names (whatever their status
+now, without the budget; deltas erased since are left out, and nothing renders on a
+skill that has since gained a local capability) and records nothing more. So a delta
+approved or archived mid-session applies from the next session on. Answers are cached
+per session in this process; any erasure drops the cache.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["Skills"]
 
 T = TypeVar("T")
-_Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str]
+_Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str, tuple[UUID, ...]]
 _copy = msgspec.msgpack.Decoder(list[DeltaRow])
 _facts = msgspec.msgpack.Decoder(list[FactRow])
 _encode = msgspec.msgpack.Encoder()
@@ -75,6 +80,7 @@ class Skills:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._cache: dict[_Cached, EffectiveSkill] = {}
+        self._erasures: tuple[int, int] = (0, 0)
 
     # -- commands ----------------------------------------------------------------------
 
@@ -106,9 +112,13 @@ class Skills:
         """Revert active (or orphaned) deltas: archived, never deleted."""
         return self._run(ArchiveDeltas, {"delta_ids": list(delta_ids), **fields})
 
-    def learn_fact(self, namespace: str, key: str, value: str, **fields: Any) -> Receipt:
-        """Record a tier-0 fact (``fields`` may carry the command's ``key`` and scope)."""
-        return self._run(LearnFact, {"namespace": namespace, "fact_key": key,
+    def learn_fact(self, namespace: str, fact_key: str, value: str, **fields: Any) -> Receipt:
+        """Record a tier-0 fact: ``fact_key`` = ``value`` in ``namespace``.
+
+        ``fields`` may carry the command's idempotency ``key`` (a retry with it writes
+        nothing and returns the original receipt), ``scope`` and ``provenance``.
+        """
+        return self._run(LearnFact, {"namespace": namespace, "fact_key": fact_key,
                                      "value": value, **fields})
 
     def declare_consumer(self, tool: str, namespace: str, **fields: Any) -> Receipt:
@@ -179,36 +189,56 @@ class Skills:
     def resolve(self, skill: str, base_text: str, *, root: str = "user",
                 scope: str = "global", learning: bool = True, session: str = "",
                 budget: int = DEFAULT_BUDGET, available: Iterable[str] | None = None,
-                actor: str = "agent", principal: str = "") -> EffectiveSkill:
+                actor: str = "agent", principal: str = "",
+                trial: Iterable[UUID] = ()) -> EffectiveSkill:
         """The effective skill for a session, resolved once and cached for it.
+
+        ``trial`` names staged deltas to try in this resolution (trusted ones proposed
+        with ``auto_approve``; others are ignored): rendered, they earn a track record.
 
         Raises:
             UnknownSkillError: no such skill is registered.
             BaseMismatchError: ``base_text`` is not the registered version.
+            InvalidCommandError: ``budget`` is negative.
         """
+        if budget < 0:
+            msg = f"budget must be 0 or more tokens, not {budget}"
+            raise InvalidCommandError(msg, "$.budget")
         tools = None if available is None else tuple(sorted(available))
         digest = body_digest(base_text)
-        cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest)
-        if session and cached in self._cache:
-            return self._cache[cached]
+        tried = tuple(dict.fromkeys(trial))
+        cached: _Cached = (session, skill, root, scope, learning, budget, tools, digest, tried)
         with self._lock:
-            view = self.view
+            view = self.view  # caught up: an erasure or a record by another process shows
+            erasures = (id(self._ledger.runner), self._ledger.runner.erasures)
+            if erasures != self._erasures:
+                self._cache.clear()  # nothing erased is served from the cache
+                self._erasures = erasures
+            if session and cached in self._cache:
+                return self._cache[cached]
             base = view.base(skill, root)
             if base is None:
                 raise UnknownSkillError(skill, root)
             if digest != base.body_digest:
                 raise BaseMismatchError(skill, base.body_digest, digest)
+            first = view.first_resolution(session, skill, root, scope) if learning else None
             result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
-                             available=tools)
-        if session:
+                             available=tools, replay=first, trial=tried)
+        if session and learning and first is None:
             self._record(result, session, actor, principal)
-            self._cache[cached] = result
+            with self._lock:  # another process may have recorded the session's first
+                view = self.view
+                first = view.first_resolution(session, skill, root, scope)
+                if first is not None and first != result.rendered:
+                    result = resolve(view, base, base_text, scope, budget=budget,
+                                     available=tools, replay=first)
+        if session:
+            with self._lock:
+                self._cache[cached] = result
         return result
 
     def _record(self, result: EffectiveSkill, session: str, actor: str,
                 principal: str) -> None:
-        if not (result.rendered or result.orphans):
-            return
         said = (result.skill, result.root, result.scope, result.text_digest, actor, principal,
                 [str(i) for i in [*result.rendered, *result.orphans]])
         key = f"resolve:{session}:{sha256(_encode.encode(said)).hexdigest()[:32]}"

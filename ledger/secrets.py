@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
 import msgspec
+from lessonledger.ledger.text import folded
 
 if TYPE_CHECKING:
     from detect_secrets.plugins.base import BasePlugin
@@ -277,10 +278,18 @@ def _cached(text: str) -> str | None:
 
 
 def credential_in(text: str) -> str | None:
-    """The kind of credential ``text`` looks like (a detect-secrets secret type), else None."""
+    """The kind of credential ``text`` looks like (a detect-secrets secret type), else None.
+
+    The text is read as written and, when that differs, folded (format characters such as
+    zero-width spaces dropped, NFKC), so ``AKIA\u200b…`` is the key it hides.
+    """
     if not text.strip():
         return None
-    return _cached(text) if len(text) <= _CACHED_UP_TO else _detector().find(text)
+    for reading in dict.fromkeys([text, folded(text)]):
+        kind = _cached(reading) if len(reading) <= _CACHED_UP_TO else _detector().find(reading)
+        if kind is not None:
+            return kind
+    return None
 
 
 def text_fields(value: object, path: str = "$",

@@ -5,11 +5,17 @@ that change what a reader sees rather than showing themselves: a line break that
 a forged log line, a NUL, a terminal escape (ESC, BEL, the C1 CSI), a Unicode line or
 paragraph separator, or a bidi override that reorders the rest of the line. Every human
 output passes stored text through :func:`printable`; ``--json`` keeps it exact.
+
+A check that matches text (credentials, instruction injection, permission names) reads
+it through :func:`folded` first, so that an invisible character or a lookalike does not
+hide a shape the check knows.
 """
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import unicodedata
+
+__all__ = ["folded", "printable"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: C0 controls, DEL and C1 controls, as ``\xNN`` (or ``\n``, ``\r``, ``\t``).
@@ -33,3 +39,26 @@ def printable(text: str) -> str:
     the result is printable and applying it twice changes nothing more.
     """
     return text.translate(_ESCAPES)
+
+
+#: Lookalikes NFKC leaves alone, mapped to the ASCII they imitate (angle brackets and
+#: vertical bars: what role tags and template tokens are made of).
+_LOOKALIKES = str.maketrans({
+    **dict.fromkeys("\u2039\u2329\u27e8\u3008\u276e\u02c2\u1438\u226a", "<"),
+    **dict.fromkeys("\u203a\u232a\u27e9\u3009\u276f\u02c3\u1433\u226b", ">"),
+    **dict.fromkeys("\u00a6\u01c0\u2223\u23d0\u2502\u05c0", "|"),
+})
+
+
+def folded(text: str) -> str:
+    """``text`` as a pattern check reads it: format characters dropped, NFKC, lookalikes.
+
+    Format characters (Unicode category Cf: zero-width spaces and joiners, the soft
+    hyphen, bidi controls, the BOM) are removed, the rest is NFKC-normalised (fullwidth
+    letters become ASCII, a no-break space a space), and the few angle-bracket and
+    vertical-bar lookalikes NFKC keeps are made ASCII. Case is kept.
+    """
+    if text.isascii():
+        return text
+    kept = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES)

@@ -66,7 +66,7 @@ def _corpus(ledger: Ledger, rng: random.Random) -> None:
         skill = f"skill-{n}"
         ledger.skills.register(skill, _body(n), tools=_TOOLS, version="1.0")
         ids = [ledger.skills.propose(skill, tier=1, kind="tool_hint", payload=tool,
-                                     provenance="outcome", scope=rng.choice(_SCOPES))
+                                     provenance="extractor", scope=rng.choice(_SCOPES))
                .ids["delta_id"] for tool in rng.sample(_TOOLS, 6)]
         for _ in range(13):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(6, 60)))

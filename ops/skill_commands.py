@@ -17,12 +17,13 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.text import folded
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
 from lessonledger.projections.deltas import DeltaRow
 from lessonledger.projections.resolution import DEFAULT_BUDGET
 
-__all__ = ["find_delta", "front_matter", "register"]
+__all__ = ["find_delta", "front_matter", "front_matter_permissions", "register"]
 
 
 _FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.S)
@@ -39,9 +40,62 @@ def front_matter(text: str) -> dict[str, str]:
     return fields
 
 
+_PERMISSIONS_KEY = re.compile(r"^(\s*)-?\s*permissions\s*:(.*)$", re.I)
+#: ``allowed-tools`` entries that imply a local capability (Claude Code's tool names).
+_LOCAL_TOOLS = {
+    "bash": "shell", "shell": "shell", "terminal": "shell", "exec": "shell",
+    "computer": "desktop", "write": "filesystem", "edit": "filesystem",
+    "multiedit": "filesystem", "notebookedit": "filesystem", "read": "filesystem",
+    "glob": "filesystem", "grep": "filesystem", "ls": "filesystem",
+}
+
+
+def front_matter_permissions(text: str) -> list[str]:
+    """Every permission a skill's front matter declares or implies (no full YAML).
+
+    Read: a ``permissions:`` key at any depth (top level or ``metadata: gaia:``), as an
+    inline list (``[a, b]``), a comma-separated value or ``- item`` lines below it; and
+    ``allowed-tools`` naming a tool with local capability (``Bash`` implies ``shell``,
+    ``Write``, ``Edit``, ``Read``, … ``filesystem``).
+    """
+    match = _FRONT.match(text)
+    lines = match.group(1).splitlines() if match else []
+    found: list[str] = []
+    for number, line in enumerate(lines):
+        key = _PERMISSIONS_KEY.match(folded(line))
+        if key is None:
+            continue
+        found += _tool_list(key.group(2))
+        indent = len(key.group(1))
+        for below in lines[number + 1:]:
+            item = folded(below)
+            if item.strip() and (len(item) - len(item.lstrip())) <= indent \
+                    and not item.lstrip().startswith("-"):
+                break
+            if item.lstrip().startswith("-"):
+                found += _tool_list(item.lstrip()[1:])
+    for tool in _tool_list(front_matter(text).get("allowed-tools", "")):
+        implied = _LOCAL_TOOLS.get(tool.split("(", 1)[0].strip().casefold())
+        if implied:
+            found.append(implied)
+    return list(dict.fromkeys(p for p in found if p))
+
+
 def _tool_list(value: str) -> list[str]:
     """``allowed-tools``: space- or comma-separated, optionally in brackets."""
     return [t.strip("'\"") for t in re.split(r"[\s,]+", value.strip().strip("[]")) if t]
+
+
+def _budget(text: str) -> int:
+    """``--budget``: a whole number of tokens, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"the budget is a number of tokens, 0 or more, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _read(path: Path) -> str:
@@ -56,6 +110,12 @@ def find_delta(ledger: Ledger, text: str) -> UUID:
 
 def _ids(ledger: Ledger, texts: list[str]) -> list[UUID]:
     return [find_delta(ledger, t) for t in texts]
+
+
+def _key(args: argparse.Namespace) -> dict[str, str]:
+    """``--key``, when given: the command's idempotency key (a retry writes nothing)."""
+    key = getattr(args, "key", None)
+    return {"key": key} if key else {}
 
 
 def _row_line(row: DeltaRow) -> str:
@@ -83,13 +143,14 @@ def _cmd_register(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         before = ledger.skills.base(name, args.root)
         fields = {"root": args.root, "version": args.version or front.get("version") or "0",
-                  "tools": tools, "permissions": args.permission or []}
+                  "tools": tools, "permissions": list(dict.fromkeys(
+                      [*(args.permission or []), *front_matter_permissions(body)]))}
         ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
         base = ledger.skills.base(name, args.root)
         assert base is not None
-        changed = before is not None and before.body_digest != base.body_digest
+        # Orphaned by this registration (a changed body or changed permissions).
         orphaned = [r.delta_id for r in ledger.skills.deltas(name, args.root, "orphaned")
-                    if changed]
+                    if before is not None and r.changed[0] == base.position]
     if args.json:
         print_json(msgspec.to_builtins(base) | {"orphaned": [str(i) for i in orphaned]})
         return 0
@@ -97,8 +158,8 @@ def _cmd_register(args: argparse.Namespace) -> int:
          f"{len(base.anchors)} sections, {len(base.tools)} tools, "
          f"digest {base.body_digest[:12]}")
     if orphaned:
-        print(f"the body changed: {len(orphaned)} deltas orphaned; review them with "
-              "`lessonledger deltas pending`")
+        print(f"the body or permissions changed: {len(orphaned)} deltas orphaned; review "
+              "them with `lessonledger deltas pending`")
     return 0
 
 
@@ -107,7 +168,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         result = ledger.skills.resolve(
             args.name, _read(args.path), root=args.root, scope=args.scope,
             learning=not args.off, session=args.session or "", budget=args.budget,
-            available=args.tool)
+            available=args.tool, trial=_ids(ledger, args.trial or []))
     if args.json:
         print_json(msgspec.to_builtins(result))
         return 0
@@ -164,7 +225,7 @@ def _cmd_propose(args: argparse.Namespace) -> int:
         receipt = ledger.skills.propose(
             args.skill, root=args.root, tier=args.tier, kind=args.kind, anchor=args.anchor,
             payload=args.payload, provenance=args.provenance, scope=args.scope,
-            auto_approve=args.auto_approve, actor=args.by,
+            auto_approve=args.auto_approve, actor=args.by, evidence=args.evidence or [],
             **({"key": args.key} if args.key else {}))
     delta = receipt.ids["delta_id"]
     if args.json:
@@ -182,14 +243,16 @@ def _move(args: argparse.Namespace, verb: str) -> int:
         if not ids:
             print(f"nothing to {verb}")
             return 0
-        fields: dict[str, Any] = {"actor": args.by}
+        fields: dict[str, Any] = {"actor": args.by, **_key(args)}
         if verb != "approve":
             fields["reason"] = args.reason
-        getattr(ledger.skills, verb)(ids, **fields)
+        receipt = getattr(ledger.skills, verb)(ids, **fields)
     if args.json:
-        print_json({verb: [str(i) for i in ids]})
+        print_json({verb: [str(i) for i in ids], "positions": receipt.positions})
     else:
-        print(f"{verb}d {len(ids)} deltas; they apply from each agent's next session")
+        done = {"approve": "approved", "reject": "rejected", "archive": "archived"}[verb]
+        print(f"{done} {len(ids)} delta{'' if len(ids) == 1 else 's'}; the change applies "
+              "from each agent's next session")
     return 0
 
 
@@ -213,7 +276,7 @@ def _cmd_facts(args: argparse.Namespace) -> int:
 def _cmd_learn(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
         receipt = ledger.skills.learn_fact(args.namespace, args.fact_key, args.value,
-                                           scope=args.scope, actor=args.by)
+                                           scope=args.scope, actor=args.by, **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
     else:
@@ -223,7 +286,8 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
 def _cmd_declare(args: argparse.Namespace) -> int:
     with open_lessons(args.home) as ledger:
-        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by)
+        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by,
+                                                 **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
     else:
@@ -251,10 +315,13 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     res.add_argument("path", type=Path, help="the registered skill file")
     res.add_argument("--off", action="store_true", help="learning off: the base exactly")
     res.add_argument("--session", help="record the resolution for this agent session")
-    res.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+    res.add_argument("--budget", type=_budget, default=DEFAULT_BUDGET,
                      help=f"tokens the learned block may hold ({DEFAULT_BUDGET})")
     res.add_argument("--tool", action="append", help="a tool the agent has (default: the "
                      "skill's declared tools)")
+    res.add_argument("--trial", action="append", metavar="ID",
+                     help="try a staged delta (trusted, --auto-approve) in this session so "
+                     "it can earn its track record (repeat)")
     res.set_defaults(run=_cmd_resolve)
     diff = verbs.add_parser("diff", help="the effective skill with and without a delta")
     diff.add_argument("name")
@@ -288,6 +355,9 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
                          choices=["user_instruction", "outcome", "extractor", "untrusted"])
     propose.add_argument("--scope", default="global", help="project digest or global")
     propose.add_argument("--root", default="user")
+    propose.add_argument("--evidence", action="append", type=UUID, metavar="OUTCOME_ID",
+                         help="an outcome it was learned from (repeat; needed for "
+                         "--provenance outcome)")
     propose.add_argument("--auto-approve", action="store_true",
                          help="let a track record of 5 at 85%% activate it (trusted only)")
     propose.add_argument("--key", help="idempotency key")
@@ -302,6 +372,7 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
             moving.add_argument("--reason", default="", help="why, for the record")
         moving.set_defaults(run=lambda a, v=verb: _move(a, v))
         moving.add_argument("--skill", help="with --orphans: only this skill's")
+        moving.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in (listing, pending):
         parser.add_argument("--skill", help="only this skill's deltas")
     for parser in verbs.choices.values():
@@ -328,6 +399,8 @@ def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None
     declare.add_argument("tool")
     declare.add_argument("namespace")
     declare.set_defaults(run=_cmd_declare)
+    for parser in (learn, declare):
+        parser.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in verbs.choices.values():
         parser.add_argument("--by", default="operator", help="who acts (default operator)")
         parser.add_argument("--json", action="store_true", help="print JSON")

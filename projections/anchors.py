@@ -8,7 +8,8 @@ every machine from the text alone:
 - a section runs from its heading to the line before the next heading of any level;
 - the slug is the heading text, NFKC-normalised and lower-cased, each run of characters
   that are neither letters nor digits made one ``-``, trimmed (``section`` when nothing
-  is left); a slug seen before in the same body gets ``-2``, ``-3``, … in order;
+  is left), cut to 200 characters; a slug seen before in the same body gets ``-2``,
+  ``-3``, … in order (the first of these not taken, cut to stay within 200);
 - the section digest is the SHA-256 of the section's lines with trailing white space
   removed and trailing blank lines dropped, joined by newlines (so white space at line
   ends, blank lines at its end or CRLF line ends do not move it); the body digest, by
@@ -32,6 +33,9 @@ __all__ = ["WHOLE_BODY", "anchors", "body_digest", "slug"]
 #: The anchor of a body that has no heading: the whole of it.
 WHOLE_BODY = "(body)"
 
+#: A slug's length at most (an anchor is a Name): cut before numbering, so cut slugs
+#: that agree are numbered too.
+_MAX_SLUG = 200
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _NOT_WORD = re.compile(r"[^\w]+|_+")
@@ -68,12 +72,15 @@ def anchors(text: str) -> list[SectionAnchor]:
     if not starts:
         return [SectionAnchor(slug=WHOLE_BODY, digest=_digest(lines))]
     seen: dict[str, int] = {}
+    taken: set[str] = set()
     found = []
     for index, (start, heading) in enumerate(starts):
         end = starts[index + 1][0] if index + 1 < len(starts) else len(lines)
-        name = slug(heading)
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            name = f"{name}-{seen[name]}"
-        found.append(SectionAnchor(slug=name[:200], digest=_digest(lines[start:end])))
+        stem = name = slug(heading)[:_MAX_SLUG]
+        while name in taken:
+            seen[stem] = seen.get(stem, 1) + 1
+            suffix = f"-{seen[stem]}"
+            name = f"{stem[:_MAX_SLUG - len(suffix)]}{suffix}"
+        taken.add(name)
+        found.append(SectionAnchor(slug=name, digest=_digest(lines[start:end])))
     return found

@@ -8,12 +8,16 @@ A fold, like the lesson view: it reads events in position order and never decide
   names ``superseded`` (kept, never deleted);
 - ``DeltaRejected`` → ``rejected``; ``DeltaArchived`` → ``archived`` (a revert);
   ``DeltaRestaged`` → ``staged`` (its track record fell below the bar);
-- ``SkillBaseRegistered`` with a new body digest → every staged or active delta on that
+- ``SkillBaseRegistered`` with a new body digest, or with permissions that differ
+  (compared normalised, :mod:`.capabilities`), → every staged or active delta on that
   skill is ``orphaned``, renders nothing until re-approved, and is listed once in the
   next resolution's notice (``SkillResolved.orphans_shown`` marks it shown);
-- ``SkillResolved`` puts the rendered deltas in play for the session, and
+- ``SkillResolved`` puts the rendered deltas in play for the session (the session's
+  first one for a skill, scope and base is kept as what the session renders), and
   ``OutcomeObserved`` counts an attempt (and a success when it passed) for each delta in
-  play in its project: rendered in its session, or listed in its ``in_play``.
+  play in its project: rendered in its session (a ``SkillResolved`` of that session names
+  it). An outcome's ``in_play`` does not make a delta in play: only what reached the
+  agent counts, so a staged delta never rendered earns no record.
 
 A delta's ``attempts``/``successes`` are its record since its status last changed (what
 the track-record policy judges); ``total_*`` count every attributed outcome.
@@ -40,6 +44,7 @@ from lessonledger.ledger.events import (
     decode_event,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.capabilities import permission_set
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
 
@@ -51,6 +56,10 @@ LIVE: frozenset[str] = frozenset({"staged", "active"})
 def skill_key(skill: str, root: str) -> str:
     """The key of a skill in the view: a delta follows the (name, root) pair."""
     return f"{root}\x1f{skill}"
+
+
+def _first_key(session: str, skill: str, root: str, scope: str, digest: str) -> str:
+    return "\x1f".join((session, skill_key(skill, root), scope, digest))
 
 
 class BaseRow(msgspec.Struct, kw_only=True):
@@ -107,6 +116,9 @@ class _State(msgspec.Struct):
     rendered: dict[str, list[UUID]] = {}
     #: Per skill, orphans no resolution has shown yet.
     unshown: dict[str, list[UUID]] = {}
+    #: Per (session, skill, scope, base digest): what the session's first resolution
+    #: rendered, the source of truth for every later one in that session.
+    first: dict[str, list[UUID]] = {}
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -165,6 +177,18 @@ class DeltaView:
         """Orphans on the skill that no resolution has reported yet."""
         return list(self._s.unshown.get(skill_key(skill, root), []))
 
+    def first_resolution(self, session: str, skill: str, root: str,
+                         scope: str) -> list[UUID] | None:
+        """What the session's first recorded resolution of the skill rendered, or None.
+
+        Only a resolution against the base as now registered, in this scope, counts.
+        """
+        base = self.base(skill, root)
+        if not session or base is None:
+            return None
+        found = self._s.first.get(_first_key(session, skill, root, scope, base.body_digest))
+        return None if found is None else list(found)
+
     def rendered_in(self, session: str) -> list[UUID]:
         """Deltas rendered to the agent in this session."""
         return self._s.rendered.get(session, [])
@@ -204,7 +228,8 @@ class DeltaView:
             skill=event.skill, root=event.root, version=event.version,
             body_digest=event.body_digest, anchors=[a.slug for a in event.anchors],
             tools=list(event.tools), permissions=list(event.permissions), position=position)
-        if old is None or old.body_digest == event.body_digest:
+        if old is None or (old.body_digest == event.body_digest and permission_set(
+                old.permissions) == permission_set(event.permissions)):
             return
         orphans = self._s.unshown.setdefault(key, [])
         for row in self.on(event.skill, event.root):
@@ -257,6 +282,10 @@ class DeltaView:
             listed.remove(row.delta_id)
 
     def _resolved(self, event: SkillResolved, session: str) -> None:
+        base = self.base(event.skill, event.root)
+        if session and base is not None:
+            self._s.first.setdefault(_first_key(session, event.skill, event.root, event.scope,
+                                                base.body_digest), list(event.rendered))
         if session and event.rendered:
             seen = self._s.rendered.setdefault(session, [])
             seen.extend(i for i in event.rendered if i not in seen)
@@ -267,8 +296,7 @@ class DeltaView:
 
     def _attribute(self, event: OutcomeObserved, session: str) -> None:
         deltas = self._s.deltas
-        in_play = dict.fromkeys([*self.rendered_in(session), *event.in_play])
-        for delta_id in in_play:
+        for delta_id in self.rendered_in(session):
             row = deltas.get(delta_id)
             if row is None or row.scope not in (event.project, "global"):
                 continue

@@ -7,25 +7,33 @@
   kind, created_at, id) order. The same delta set gives the same bytes in any process:
   nothing in the text depends on the clock, the process or a dict's order. With no
   delta to render the text is the base exactly.
-- **Budget**: the block is at most ``budget`` tokens (a token is taken as 4 characters,
-  rounded up). Deltas are admitted whole, most valuable first (success rate over their
-  attributed outcomes, smoothed as (s + 1) / (n + 2); then more samples; then older);
-  from the first that does not fit on, the rest are *retrieval-only*: listed, not
-  rendered. No item is ever cut.
+- **Budget**: the block is at most ``budget`` tokens (a token is taken as 4 bytes of
+  UTF-8, rounded up: a CJK character or an emoji costs what it weighs). Deltas are
+  admitted whole, most valuable first (success rate over their attributed outcomes,
+  smoothed as (s + 1) / (n + 2); then more samples; then older); from the first that
+  does not fit on, the rest are *retrieval-only*: listed, not rendered. No item is ever
+  cut, and a proposal whose item could never fit the default budget is refused.
 - **Tool hints** (tier 1): the tools named by active hints, only those the agent has
   (``available``, by default the skill's declared tools), at most
   :data:`MAX_TOOL_HINTS`, most valuable first, then listed in rendering order. Hints over
   the cap are retrieval-only too.
-- Staged, rejected, archived, orphaned and superseded deltas render nothing.
+- A **trial** (``trial=``) renders named staged deltas as if active: only trusted ones
+  proposed with ``auto_approve`` (the only ones a track record can activate); rendered,
+  they are in play for the session's outcomes.
+- Otherwise staged, rejected, archived, orphaned and superseded deltas render nothing, and
+  nothing renders on a skill whose registration is not connector-only
+  (:mod:`.capabilities`), whatever the deltas' status says.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from hashlib import sha256
 from uuid import UUID
 
 import msgspec
+from lessonledger.projections.capabilities import connector_only
 from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
 
 __all__ = [
@@ -33,7 +41,9 @@ __all__ = [
     "HEADER",
     "MAX_TOOL_HINTS",
     "EffectiveSkill",
+    "fits",
     "item_text",
+    "render_item",
     "resolve",
     "tokens",
 ]
@@ -74,15 +84,48 @@ class EffectiveSkill(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def tokens(text: str) -> int:
-    """The token estimate the budget counts: 4 characters a token, rounded up."""
-    return (len(text) + 3) // 4
+    """The token estimate the budget counts: 4 bytes of UTF-8 a token, rounded up."""
+    return (len(text.encode()) + 3) // 4
+
+
+#: What opens Markdown structure at a line's start: a heading, a fence, a block quote, a
+#: list item, a setext underline or thematic break, an HTML block, a table row.
+_OPENS = re.compile(r"[#`~>*+=|<_-]|\d{1,9}(?=[.)])")
+
+
+def _inert(line: str) -> str:
+    """A continuation line, stripped, with what could open structure escaped."""
+    line = line.strip()
+    found = _OPENS.match(line)
+    if found is None:
+        return line
+    if found.group()[0].isdigit():  # "1." -> "1\."
+        return found.group() + "\\" + line[found.end():]
+    return "\\" + line
 
 
 def item_text(row: DeltaRow) -> str:
-    """One delta's item in the learned block (continuation lines indented)."""
-    lines = row.payload.strip().splitlines() or [""]
-    rest = "".join(f"\n  {line}".rstrip(" ") for line in lines[1:])
-    return f"- {row.kind} ({row.anchor}): {lines[0]}{rest}\n"
+    """One delta's item in the learned block.
+
+    The payload's first line follows ``- kind (anchor): ``; each further line is
+    stripped and indented two spaces, and a line that would open Markdown structure (a
+    heading, a code fence, a quote, a list item, a setext underline, an HTML block, a
+    table row) has that character backslash-escaped, so no payload can forge a heading,
+    open a fence or start an item of its own.
+    """
+    return render_item(row.kind, row.anchor, row.payload)
+
+
+def render_item(kind: str, anchor: str, payload: str) -> str:
+    """The item :func:`item_text` renders, from its parts (a proposal is checked on it)."""
+    lines = payload.strip().splitlines() or [""]
+    rest = "".join(f"\n  {_inert(line)}".rstrip(" ") for line in lines[1:])
+    return f"- {kind} ({anchor}): {lines[0]}{rest}\n"
+
+
+def fits(kind: str, anchor: str, payload: str, budget: int = DEFAULT_BUDGET) -> bool:
+    """Whether the item could ever render within ``budget`` (with the block's header)."""
+    return tokens(HEADER) + tokens(render_item(kind, anchor, payload)) <= budget
 
 
 def _value(row: DeltaRow) -> tuple[float, int, int, str]:
@@ -93,6 +136,14 @@ def _value(row: DeltaRow) -> tuple[float, int, int, str]:
 
 def _in_scope(rows: Iterable[DeltaRow], scope: str) -> list[DeltaRow]:
     return [r for r in rows if r.status == "active" and r.scope in (scope, "global")]
+
+
+def _trial(view: DeltaView, base: BaseRow, scope: str, ids: Iterable[UUID]) -> list[DeltaRow]:
+    """The staged deltas a trial may render: this skill's, in scope, trusted, auto."""
+    rows = (view.deltas.get(i) for i in dict.fromkeys(ids))
+    return [r for r in rows if r is not None and (r.skill, r.root) == (base.skill, base.root)
+            and r.status == "staged" and r.auto_approve and r.provenance != "untrusted"
+            and r.scope in (scope, "global")]
 
 
 def _admit_prose(rows: list[DeltaRow], budget: int) -> tuple[list[DeltaRow], list[DeltaRow]]:
@@ -127,10 +178,24 @@ def _admit_hints(rows: list[DeltaRow], available: set[str]) -> tuple[
 
 def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
             learning: bool = True, budget: int = DEFAULT_BUDGET,
-            available: Iterable[str] | None = None) -> EffectiveSkill:
-    """The effective skill; ``base_text`` must be the registered base (its digest checked)."""
-    rows = _in_scope(view.on(base.skill, base.root), scope) if learning else []
-    prose, over = _admit_prose([r for r in rows if r.tier >= 2], budget)
+            available: Iterable[str] | None = None,
+            replay: list[UUID] | None = None, trial: Iterable[UUID] = ()) -> EffectiveSkill:
+    """The effective skill; ``base_text`` must be the registered base (its digest checked).
+
+    ``replay`` renders exactly those deltas (a session's first resolution, as recorded),
+    whatever their status now, without the budget, and reports no orphan; deltas erased
+    since are gone from the view and left out. ``trial`` names staged deltas to render as
+    if active, only those of this skill and scope proposed with ``auto_approve`` by a
+    trusted provenance (so they can earn their track record).
+    """
+    learns = learning and connector_only(base.permissions)
+    if replay is not None:
+        rows = [view.deltas[i] for i in replay if i in view.deltas] if learns else []
+    else:
+        rows = _in_scope(view.on(base.skill, base.root), scope) if learns else []
+        rows += _trial(view, base, scope, trial) if learns else []
+    prose, over = _admit_prose([r for r in rows if r.tier >= 2],
+                               budget if replay is None else 2**62)
     tools = set(base.tools if available is None else available) & set(base.tools)
     hints, too_many = _admit_hints([r for r in rows if r.tier == 1], tools)
     prose.sort(key=lambda r: r.order)
@@ -145,6 +210,7 @@ def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
         learning=learning, text=text, tools=list(dict.fromkeys(r.payload for r in hints)),
         rendered=[r.delta_id for r in sorted([*hints, *prose], key=lambda r: r.order)],
         retrieval_only=[r.delta_id for r in sorted([*over, *too_many], key=lambda r: r.order)],
-        orphans=view.unshown_orphans(base.skill, base.root) if learning else [],
+        orphans=view.unshown_orphans(base.skill, base.root) if learning and replay is None
+        else [],
         text_digest=sha256(text.encode()).hexdigest(), budget=budget,
         learned_tokens=tokens(block) if block else 0)

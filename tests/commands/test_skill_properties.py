@@ -42,7 +42,7 @@ _valid = st.one_of(
 )
 _proposal = st.tuples(
     st.just("propose"), st.integers(0, 1), _valid, st.sampled_from(["user_instruction",
-                                                                     "outcome"]),
+                                                                     "extractor"]),
     st.sampled_from(SCOPES), st.booleans(), st.lists(_pick, max_size=2))
 _step = st.one_of(
     _proposal,
@@ -60,6 +60,7 @@ _step = st.one_of(
               st.sampled_from(SCOPES), st.booleans(), st.lists(_pick, max_size=2)),
     st.tuples(st.sampled_from(["approve", "reject", "archive"]),
               st.lists(_pick, min_size=1, max_size=3)),
+    st.tuples(st.just("trial"), st.integers(0, 1), st.sampled_from(SESSIONS)),
     st.tuples(st.just("outcome"), st.sampled_from(SESSIONS), st.booleans(),
               st.lists(_pick, max_size=3)),
     st.tuples(st.just("resolve"), st.integers(0, 1), st.sampled_from(SESSIONS),
@@ -102,6 +103,10 @@ def _run(ledger: Ledger, step: tuple[Any, ...], n: int, bodies: dict[str, str]) 
     elif kind == "outcome":
         ledger.observe_outcome(key=f"o{n}", project=PROJECT, passed=step[2], session=step[1],
                                in_play=_ids(ledger, step[3]))
+    elif kind == "trial":
+        skill = SKILLS[step[1]]
+        skills.resolve(skill, bodies[skill], session=step[2], trial=list(
+            delta_view(ledger.runner).deltas))
     elif kind == "resolve":
         skill = SKILLS[step[1]]
         skills.resolve(skill, bodies[skill], session=step[2], scope=step[3])
@@ -122,16 +127,16 @@ def _resolutions(view: DeltaView, bodies: dict[str, str]) -> list[Any]:
     return out
 
 
-_HINT: tuple[Any, ...] = ("propose", 0, ((1, "tool_hint"), "(body)", "search"), "outcome",
-                          "global", True, [])
+_HINT: tuple[Any, ...] = ("propose", 0, ((1, "tool_hint"), "(body)", "search"),
+                          "extractor", "global", True, [])
 _PROSE: tuple[Any, ...] = ("propose", 0, ((3, "caveat"), "replies", "Say thanks."),
-                           "outcome", PROJECT, False, [])
+                           "extractor", PROJECT, False, [])
 
 
 @settings(max_examples=60)
 # The track record: an auto-approvable hint activated by five successes in play, then a
 # prose delta rendered in a session and staged again by failures; then an erasure.
-@example([_HINT, *[("outcome", "s1", True, [0])] * 5, _PROSE, ("approve_all",),
+@example([_HINT, *[("trial", 0, "s1"), ("outcome", "s1", True, [0])] * 5, _PROSE, ("approve_all",),
           ("resolve", 0, "s0", PROJECT), *[("outcome", "s0", False, [])] * 5,
           ("register", 0, 1), ("resolve", 0, "s2", "global"), ("erase", "s0")])
 @given(st.lists(_step, min_size=3, max_size=40))

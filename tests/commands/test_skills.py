@@ -67,7 +67,7 @@ def _prose(ledger: Ledger, payload: str, *, kind: str = "preference",
 
 
 def _hint(ledger: Ledger, tool: str, **fields: object) -> UUID:
-    fields.setdefault("provenance", "outcome")
+    fields.setdefault("provenance", "extractor")
     return ledger.skills.propose("triage", tier=1, kind="tool_hint", payload=tool,
                                  **fields).ids["delta_id"]
 
@@ -244,7 +244,7 @@ def test_tool_hints_only_name_tools_that_exist_and_at_most_14(home: str) -> None
     with open_ledger(home, sync=False) as ledger:
         ledger.skills.register("wide", "Use tools.\n", tools=tools)
         ids = [ledger.skills.propose("wide", tier=1, kind="tool_hint", payload=t,
-                                     provenance="outcome").ids["delta_id"] for t in tools]
+                                     provenance="extractor").ids["delta_id"] for t in tools]
         ledger.skills.approve(ids)
         result = ledger.skills.resolve("wide", "Use tools.\n")
         assert len(result.tools) == MAX_TOOL_HINTS
@@ -291,11 +291,19 @@ def _outcomes(ledger: Ledger, passed: list[bool], *, session: str = "",
                                in_play=in_play or [])
 
 
+def _trials(ledger: Ledger, delta: UUID, passed: list[bool]) -> None:
+    """Outcomes of sessions that tried the staged delta (a trial renders it)."""
+    for ok in passed:
+        session = f"trial-{ledger.log.head()}"
+        ledger.skills.resolve("triage", BODY, session=session, trial=[delta])
+        _outcomes(ledger, [ok], session=session)
+
+
 def test_trusted_auto_approve_needs_five_samples_at_85_percent(ledger: Ledger) -> None:
     delta = _hint(ledger, "search", auto_approve=True)
-    _outcomes(ledger, [True] * 4, in_play=[delta])
+    _trials(ledger, delta, [True] * 4)
     assert ledger.skills.deltas()[0].status == "staged"  # 4 samples: not yet
-    _outcomes(ledger, [True], in_play=[delta])
+    _trials(ledger, delta, [True])
     [row] = ledger.skills.deltas()
     assert row.status == "active"
     assert row.changed[2] == BY_POLICY
@@ -303,13 +311,14 @@ def test_trusted_auto_approve_needs_five_samples_at_85_percent(ledger: Ledger) -
 
 def test_auto_approve_waits_for_the_success_rate(ledger: Ledger) -> None:
     delta = _hint(ledger, "search", auto_approve=True)
-    _outcomes(ledger, [True, False, True, True, False, True], in_play=[delta])
-    assert ledger.skills.deltas()[0].status == "staged"  # 4/6 < 0.85
+    _trials(ledger, delta, [True, False, True, True, False, True])
+    [row] = ledger.skills.deltas()
+    assert (row.status, row.attempts) == ("staged", 6)  # 4/6 < 0.85
 
 
 def test_untrusted_deltas_never_auto_activate(ledger: Ledger) -> None:
     delta = _hint(ledger, "search", provenance="untrusted")
-    _outcomes(ledger, [True] * 12, in_play=[delta])
+    _trials(ledger, delta, [True] * 12)  # a trial never renders an untrusted delta
     assert ledger.skills.deltas()[0].status == "staged"
     head = ledger.log.head()
     with pytest.raises(DeltaRefusedError) as refused:
@@ -387,7 +396,7 @@ def test_no_delta_on_a_skill_with_local_capabilities(ledger: Ledger) -> None:
                               payload="Delete the oldest files.", provenance="user_instruction")
     assert refused.value.rule == "no-local-capability"
     ledger.skills.propose("fetch", tier=1, kind="tool_hint", payload="get",
-                          provenance="outcome")  # connector-backed: allowed
+                          provenance="extractor")  # connector-backed: allowed
 
 
 def test_credentials_and_unknown_sections_are_refused(ledger: Ledger) -> None:
@@ -397,7 +406,7 @@ def test_credentials_and_unknown_sections_are_refused(ledger: Ledger) -> None:
         _prose(ledger, "Be brief.", anchor="no-such-section")
     with pytest.raises(UnknownSkillError):
         ledger.skills.propose("nope", tier=1, kind="tool_hint", payload="x",
-                              provenance="outcome")
+                              provenance="extractor")
 
 
 def test_prose_anchors_to_a_section_or_the_body_of_a_skill_without_headings(
