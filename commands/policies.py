@@ -116,6 +116,27 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     return all(held)
 
 
+def _preferred_failed(row: LessonRow, operations: list[Operation]) -> bool:
+    """True when what ``row`` prefers (or says to do) failed for a lasting reason (rule 10).
+
+    Such a contradiction puts the lesson in doubt in that project (the fold keeps where:
+    ``LessonRow.doubted``), and ``check`` and recall stop counting it there until an
+    outcome there confirms it again. Measured on an independent trap world, a flip met in
+    a session where the new form only blipped left nothing to replace the stale lesson:
+    one contradiction took a trusted 0.8 to 0.55, still trusted, still vouching for the
+    form that now failed and against the one that now worked, so the agent walked back
+    into the failure (13 of 14 stale targets there). Only a lasting, target-specific
+    failure of the preferred operation itself counts: the avoided operation working is
+    an ordinary contradiction, and a blip or an error every form gave alike says nothing.
+    """
+    if row.kind not in ("prefer", "do") or row.longevity == "tentative":
+        return False
+    alike = _alike(operations)
+    mine = [op for op in operations if op.op == row.prefer_op and op.target == row.target]
+    return not any(op.ok for op in mine) and any(
+        not looks_transient(op.error) and (op.target, op.error) not in alike for op in mine)
+
+
 def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
     """(target, error) pairs that two or more different operations failed with."""
     seen: dict[tuple[str, str], str] = {}
@@ -168,7 +189,8 @@ def _attribute(view: LessonView, event: OutcomeObserved,
                 lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
             continue
         decided.append(LessonContradicted(
-            lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
+            lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project,
+            failed=_preferred_failed(row, event.operations)))
         if row.longevity == "tentative":
             # What it warned against just worked: the failure it came from was a blip. Left
             # to age out, it would be followed for weeks (measured: it was the largest

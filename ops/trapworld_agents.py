@@ -165,7 +165,8 @@ class MemoryAgent(Agent):
         super().begin(project, session, task)
         self.known, self.seen, self.checked = {}, set(), set()
         shown = self.ledger.recall(project, task.query, session=session)
-        self._learn([r.lesson_id for r in shown.lessons if r.label != "contradicting"])
+        self._learn([r.lesson_id for r in shown.lessons
+                     if r.label not in ("contradicting", "doubted")])
 
     def _learn(self, lesson_ids: list[UUID]) -> None:
         for lesson_id in lesson_ids:

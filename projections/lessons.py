@@ -286,7 +286,7 @@ class LessonView:
             case LessonContradicted():
                 self._attribute(event.lesson_id, event.outcome_id, event.project,
                                 self._session_of(event.outcome_id, session), position, at,
-                                confirmed=False)
+                                confirmed=False, failed=event.failed)
             case LessonSuperseded():
                 self._supersede(event, position)
             case LessonPromoted():
@@ -341,10 +341,15 @@ class LessonView:
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
-                   position: int, at: int, *, confirmed: bool) -> None:
+                   position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
         row = self._s.lessons.get(lesson_id)
         if row is None:
             return
+        # In doubt where what it prefers last failed for good; confirmed there, no longer.
+        if confirmed and project in row.doubted:
+            row.doubted = [p for p in row.doubted if p != project]
+        elif failed and project not in row.doubted:
+            row.doubted = [*row.doubted, project]
         rules = self.rules
         step = rules.confirm if confirmed else rules.contradict
         row.confidence = clamp(row.confidence + step)

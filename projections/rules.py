@@ -18,9 +18,11 @@ __all__ = ["DAY_NS", "RULES_VERSION", "Rules", "clamp", "figures_of", "looks_tra
 DAY_NS = 86_400 * 10**9
 
 #: The version of the rules' logic (what the policies decide, and how the view folds):
-#: 1 is DESIGN §4's as first built, 2 issue 12's. Recorded with the figures in force
+#: 1 is DESIGN §4's as first built, 2 issue 12's, 3 issue 12's on its independent world
+#: (rule 10: a lesson whose preferred operation failed for good is in doubt there; and the
+#: rules after it in the README). Recorded with the figures in force
 #: (``RulesAdopted``), so ``why`` can say which rules a lesson's moves were made under.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 
 class Rules(msgspec.Struct, frozen=True, kw_only=True):

@@ -1059,3 +1059,38 @@ def test_the_rules_in_force_are_in_the_log_and_every_fold_uses_them(tmp_path: Pa
         agent.contradict(P1, "s4", lid, when=day(3))
         assert led.lesson(lid).confidence == near(0.75)
         assert [r.figures["confirm"] for r in led.view.adoptions] == [0.3, 0.15]
+
+
+def test_a_lasting_failure_of_what_a_lesson_prefers_puts_it_in_doubt_until_confirmed(
+        agent: Agent) -> None:
+    led = agent.ledger
+    no_conf, no_rule = "Sphinx error: no conf.py (docs)", "make: *** No rule to make target"
+    lid = agent.learn(P1, "s1", target="docs", avoid="sphinx", prefer="make:docs",
+                      error=no_conf)
+    agent.trusted(P1, lid, ["s2", "s3"], when=day(1))
+    assert led.check(P1, "make:docs", "docs", record=False).supporting == [lid]
+    # The flip, met while the form that now works only blipped: no pair to learn from.
+    led.check(P1, "make:docs", "docs", session="s4")
+    agent.outcome(P1, "s4", [fail("make:docs", no_rule, "docs"),
+                             fail("sphinx", "503 Service Unavailable", "docs")],
+                  when=day(3), passed=False)
+    row = led.lesson(lid)
+    assert (row.active, row.doubted) == (True, [P1])
+    for op in ("make:docs", "sphinx"):
+        check = led.check(P1, op, "docs", record=False)
+        assert (check.supporting, check.opposing, check.doubted) == ([], [], [lid]), op
+    assert "in doubt here" in led.check(P1, "make:docs", "docs", record=False).line
+    # A dead end seen next is the belief there; the doubted lesson contradicts it.
+    end = agent.outcome(P1, "s5", [fail("make:docs", no_rule, "docs"),
+                                   fail("mkdocs", "no mkdocs.yml", "docs")],
+                        when=day(4), passed=False)
+    avoid = next(i for i in agent.loop_lessons(end) if led.lesson(i).avoid_op == "make:docs")
+    assert led.lesson(avoid).confidence < led.lesson(lid).confidence
+    shown = {r.lesson_id: r.label for r in led.recall(P1, "build the docs", record=False).lessons}
+    assert (shown[avoid], shown[lid]) == ("trial", "contradicting")   # the belief, on trial
+    # Another project's view of it is untouched; a confirmation here lifts the doubt.
+    assert led.check(P2, "make:docs", "docs", record=False).doubted == []
+    led.check(P1, "make:docs", "docs", session="s6")
+    agent.outcome(P1, "s6", [ok("make:docs", "docs")], when=day(5))
+    assert led.lesson(lid).doubted == []
+    assert led.check(P1, "make:docs", "docs", record=False).supporting == [lid]
