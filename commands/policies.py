@@ -13,6 +13,8 @@ from uuid import UUID
 
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
+    LESSON_CONFIRMED,
+    LESSON_CONTRADICTED,
     TRIGGERS_POLICIES,
     AnyEvent,
     EnvironmentChanged,
@@ -197,13 +199,44 @@ def _attribute(view: LessonView, event: OutcomeObserved,
             # share of blip-made lessons still active at the end of a trap-world run).
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="refuted"))
             continue
-        if row.scope == "global" and event.project not in row.projects and row.projects:
+        demoted = row.scope == "global" and event.project not in row.projects \
+            and bool(row.projects)
+        if demoted:
             decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
                                          outcome_id=event.outcome_id))
             decided += _split(view, row, event, envelope)
         if clamp(row.confidence + rules.contradict) < rules.floor:
+            kept = _keep_where_confirmed(view, row, event, envelope) \
+                if row.scope == "global" and not demoted else []
+            decided += kept[:1]  # demoted first, then superseded, then the copies
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="decayed"))
+            decided += kept[1:]
     return decided
+
+
+def _keep_where_confirmed(view: LessonView, row: LessonRow, event: OutcomeObserved,
+                          envelope: Envelope) -> list[AnyEvent]:
+    """A global lesson decaying away, kept in the projects where it still held (rule 11).
+
+    Its supporters contradicted it under the floor (a tool changed in some projects, not
+    in all); every supporter whose last word on it was a confirmation (and not the one
+    contradicting it now) gets a project lesson of its own, as a demotion gives them
+    (:func:`_split`). Measured on an independent trap world, a project that stayed on its
+    old toolchain confirmed ``pip wheel .`` daily, yet lost the lesson when the upgraded
+    projects' contradictions decayed it, and had nothing left. The lesson is demoted
+    first, to the last of them: what it said is known not to hold everywhere, so neither
+    it nor its copies is promoted again.
+    """
+    last: dict[str, bool] = {}
+    for move in row.moves:
+        if move.type in (LESSON_CONFIRMED, LESSON_CONTRADICTED):
+            last[move.note] = move.type == LESSON_CONFIRMED
+    keep = [p for p in row.projects if p != event.project and last.get(p, True)]
+    if not keep:
+        return []
+    return [LessonDemoted(lesson_id=row.lesson_id, to_scope=keep[-1],
+                          outcome_id=event.outcome_id),
+            *_copies(view, row, keep, envelope)]
 
 
 def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
@@ -217,10 +250,15 @@ def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
     nothing, and they went back to the trap (6 of 30 repeat errors). A lesson ever
     demoted is never promoted again, so the copies stay in their projects.
     """
+    return _copies(view, row, [p for p in row.projects[:-1] if p != event.project],
+                   envelope)
+
+
+def _copies(view: LessonView, row: LessonRow, projects: list[str],
+            envelope: Envelope) -> list[AnyEvent]:
+    """A project lesson saying what ``row`` says in each of ``projects``, citing its own."""
     copies: list[AnyEvent] = []
-    for project in row.projects[:-1]:
-        if project == event.project:
-            continue
+    for project in projects:
         evidence = [o for o in row.evidence
                     if o in view.outcomes and view.outcomes[o].project == project]
         if not evidence:

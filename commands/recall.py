@@ -32,6 +32,7 @@ from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import (
     Candidates,
     Recall,
+    elsewhere,
     one_line,
     overruled,
     rank,
@@ -127,7 +128,7 @@ class Recaller:
         head equals the live one, figure for figure.
         """
         candidates = (self.candidates(project) if view is self._view
-                      else Candidates(view.active_for(project), project))
+                      else Candidates(_here(view, project), project))
         similarities = None
         if len(candidates) and query.strip():
             try:
@@ -157,7 +158,7 @@ class Recaller:
         if cached is not None and cached[0] == stamp:
             self._candidates.move_to_end(project)
             return cached[1]
-        candidates = Candidates(view.active_for(project), project)
+        candidates = Candidates(_here(view, project), project)
         self._candidates[project] = (stamp, candidates)
         self._candidates.move_to_end(project)
         if len(self._candidates) > _MAX_CACHED:
@@ -167,6 +168,8 @@ class Recaller:
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
         rows = [r for r in view.active_for(project) if r.target == target]
+        away = elsewhere(rows, view.observed(project))
+        rows = [r for r in rows if r.lesson_id not in away]
         over = overruled(rows)
         beaten = [r for r in rows if r.lesson_id in over
                   and operation in (r.prefer_op, r.avoid_op)]
@@ -194,6 +197,13 @@ class Recaller:
                      [r.lesson_id for r in
                       opposing[:2] + supporting[:2] + beaten[:1] + doubted[:1]],
                      [r.lesson_id for r in beaten], [r.lesson_id for r in doubted])
+
+
+def _here(view: LessonView, project: str) -> list[LessonRow]:
+    """The project's candidates: its active lessons and the global ones that hold there."""
+    rows = view.active_for(project)
+    away = elsewhere(rows, view.observed(project))
+    return [r for r in rows if r.lesson_id not in away] if away else rows
 
 
 def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,

@@ -139,6 +139,8 @@ class State(msgspec.Struct, kw_only=True):
     erased_at: int = 0
     #: Every adoption of rules folded, oldest first (none: the defaults were in force).
     adoptions: list[Adoption] = []
+    #: By project, the last value its outcomes reported for each fingerprint component.
+    observed: dict[str, dict[str, str]] = {}
 
 
 state_encoder = msgspec.msgpack.Encoder()

@@ -235,6 +235,10 @@ class LessonView:
         """Past failures by :func:`failure_key` (project, operation, target)."""
         return self._s.failures
 
+    def observed(self, project: str) -> dict[str, str]:
+        """The last value the project's outcomes reported for each fingerprint component."""
+        return self._s.observed.get(project, {})
+
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
         return self._s.recalled.get(session, [])
@@ -271,6 +275,11 @@ class LessonView:
                     passed=event.passed, operations=event.operations, at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
+                if event.fingerprint:
+                    seen = self._s.observed.setdefault(event.project, {})
+                    if any(seen.get(c) != v for c, v in event.fingerprint.items()):
+                        seen.update(event.fingerprint)
+                        self._touched(event.project)  # which global lessons hold there
                 for op in event.operations:
                     if not op.ok:
                         failure = self._s.failures.setdefault(

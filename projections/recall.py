@@ -3,8 +3,10 @@ r"""Plan-time recall: which lessons an agent sees for a project and a query, and
 The ranking, in full (DESIGN §4 asks for it to be documented):
 
 1. Candidates are the *active* lessons (trial or trusted) of the project plus the global
-   ones. Claimed, superseded, retired and expired lessons are never candidates, and no
-   other project's lessons ever are.
+   ones, but for a global lesson bound to another value of a fingerprint component than
+   the project's outcomes last reported (:func:`elsewhere`). Claimed, superseded,
+   retired and expired lessons are never candidates, and no other project's lessons
+   ever are.
 2. Relevance fuses two rankings of the candidates by reciprocal rank (k = 60): BM25 over
    the lesson text and its operation keys (``bm25s``), and cosine similarity of the
    lesson's vector to the query's. ``rrf = Σ 1 / (60 + rank)``, over the rankings in
@@ -54,6 +56,7 @@ __all__ = [
     "Recall",
     "count_tokens",
     "disagree",
+    "elsewhere",
     "one_line",
     "overruled",
     "rank",
@@ -263,6 +266,22 @@ def overruled(rows: Sequence[LessonRow]) -> set[UUID]:
         return set()
     return {row.lesson_id for row in rows if row.scope == "global"
             and any(disagree(row, mine) for mine in local.get(row.target, ()))}
+
+
+def elsewhere(rows: Sequence[LessonRow], observed: dict[str, str]) -> set[UUID]:
+    """The global lessons among ``rows`` bound to another environment than ``observed``.
+
+    Issue 12, rule 11: a global lesson is bound to the fingerprint it was learned under;
+    where a project's own outcomes last reported another value of one of its components,
+    the lesson was learned in another environment and says nothing there. Measured on an
+    independent trap world, lessons learned under toolchain 2 went global and steered the
+    projects still on toolchain 1 into what fails there. A component the project never
+    reported is no difference.
+    """
+    if not observed:
+        return set()
+    return {row.lesson_id for row in rows if row.scope == "global" and any(
+        observed.get(c, v) != v for c, v in row.fingerprint.items())}
 
 
 def rank(candidates: Candidates, query: str, similarities: np.ndarray | None,

@@ -1094,3 +1094,57 @@ def test_a_lasting_failure_of_what_a_lesson_prefers_puts_it_in_doubt_until_confi
     agent.outcome(P1, "s6", [ok("make:docs", "docs")], when=day(5))
     assert led.lesson(lid).doubted == []
     assert led.check(P1, "make:docs", "docs", record=False).supporting == [lid]
+
+
+def test_a_global_lesson_decaying_under_its_supporters_stays_where_it_still_holds(
+        agent: Agent) -> None:
+    led = agent.ledger
+    p4 = "d" * 32
+    old = {"toolchain": "1"}
+    glob = agent.learn(P1, "s1", fingerprint=old)
+    agent.learn(P2, "s2", when=day(0.1), fingerprint=old)
+    for i, project in enumerate((P3, p4)):      # the same pair, confirming the global one
+        agent.outcome(project, f"s{i + 3}", [fail(), ok()], when=day(0.2 + 0.1 * i),
+                      fingerprint=old)
+    assert led.lesson(glob).scope == "global"
+    for n, project in enumerate((P1, P2, P3, p4)):
+        led.check(project, PREFER, TARGET, session=f"t{n}")
+        agent.outcome(project, f"t{n}", [ok(PREFER)], when=day(1), fingerprint=old)
+    # Three projects flip (what it prefers fails there, the other form works) while p4,
+    # which nothing changed for, keeps confirming it: contradicted under the floor.
+    for d in range(2, 6):
+        for n, project in enumerate((P1, P2, P3)):
+            led.check(project, PREFER, TARGET, session=f"u{d}{n}")
+            agent.outcome(project, f"u{d}{n}", [ok(AVOID)], when=day(d))
+        led.check(p4, PREFER, TARGET, session=f"v{d}")
+        agent.outcome(p4, f"v{d}", [ok(PREFER)], when=day(d + 0.5), fingerprint=old)
+        if not led.lesson(glob).active:
+            break
+    row = led.lesson(glob)
+    assert (row.status, row.reason) == ("superseded", "decayed")
+    kept = [r for r in led.lessons(p4, record=False) if r.target == TARGET]
+    assert [(r.scope, r.avoid_op, r.prefer_op) for r in kept] == [(p4, AVOID, PREFER)]
+    assert {led.view.outcomes[o].project for o in kept[0].evidence} == {p4}
+    assert led.check(p4, PREFER, TARGET, record=False).supporting == [kept[0].lesson_id]
+    # Known not to hold everywhere now: a second project learning it again stays local.
+    again = agent.learn(P1, "w1", when=day(9), fingerprint=old)
+    assert led.lesson(again).scope == P1
+
+
+def test_a_global_lesson_learned_under_another_fingerprint_says_nothing_there(
+        agent: Agent) -> None:
+    led = agent.ledger
+    new, old = {"toolchain": "2"}, {"toolchain": "1"}
+    glob = agent.learn(P1, "s1", fingerprint=new)
+    agent.learn(P2, "s2", when=day(1), fingerprint=new)
+    assert led.lesson(glob).scope == "global"
+    assert led.check(P3, PREFER, TARGET, record=False).supporting == [glob]
+    agent.outcome(P3, "s3", [ok("ruff", "lint")], when=day(2), fingerprint=old)
+    check = led.check(P3, PREFER, TARGET, record=False)
+    assert (check.supporting, check.opposing, check.overruled) == ([], [], [])
+    assert led.recall(P3, "run the tests", record=False).lessons == []
+    # Where it was learned, and where the project reports the same or nothing: it holds.
+    assert led.check(P1, PREFER, TARGET, record=False).supporting == [glob]
+    assert led.check("e" * 32, PREFER, TARGET, record=False).supporting == [glob]
+    agent.outcome(P3, "s4", [ok("ruff", "lint")], when=day(3), fingerprint=new)
+    assert led.check(P3, PREFER, TARGET, record=False).supporting == [glob]
