@@ -9,6 +9,7 @@ decides the same events with the same ids.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 from lessonledger.ledger.envelope import Envelope
@@ -28,7 +29,7 @@ from lessonledger.ledger.events import (
     OutcomeObserved,
 )
 from lessonledger.ledger.ids import derived_id
-from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable",
@@ -37,14 +38,39 @@ __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable
 #: Event types a policy reacts to.
 TRIGGERS = TRIGGERS_POLICIES
 
+#: Whether a failed operation's error is a blip (says nothing about the operation).
+Blip = Callable[[Operation], bool]
+
+
+def _looks_transient(op: Operation) -> bool:
+    return looks_transient(op.error)
+
+
+def _blips(view: LessonView, event: OutcomeObserved) -> Blip:
+    """An outcome's blips: transient-looking errors, but for those that recur (rule 12).
+
+    An error that looks transient and that the operation gave on that target in this
+    project in ``Rules.recurring`` sessions running, without working in between, is
+    lasting there: the view counts the run (``Failure.streak``), this outcome included.
+    """
+    recurring, failures = view.rules.recurring, view.failures
+
+    def blip(op: Operation) -> bool:
+        if not looks_transient(op.error):
+            return False
+        failure = failures.get(failure_key(event.project, op.op, op.target))
+        return failure is None or failure.error != op.error or failure.streak < recurring
+    return blip
+
 
 def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEvent]:
     """Return what the ledger decides in reaction to ``event``."""
     match event:
         case OutcomeObserved():
+            blip = _blips(view, event)
             decided = _observed_environment(view, event)
-            decided += _attribute(view, event, envelope)
-            decided += _learn(view, event, envelope, decided)
+            decided += _attribute(view, event, envelope, blip)
+            decided += _learn(view, event, envelope, decided, blip)
             return decided
         case LessonProposed():
             return _promote(view, view.lessons[event.lesson_id])
@@ -88,7 +114,8 @@ def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyE
             for component, old in sorted(changed.items())]
 
 
-def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
+def verdict(row: LessonRow, operations: list[Operation],
+            blip: Blip = _looks_transient) -> bool | None:
     """Judge a lesson by operations: True confirms, False contradicts, None: not exercised.
 
     ``prefer B over A`` predicts B succeeds and A fails; ``avoid A`` that A fails; ``do
@@ -104,8 +131,7 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     tentative = row.longevity == "tentative"
     alike = _alike(operations)
     for op in operations:
-        if op.target != row.target or (not op.ok and not tentative
-                                       and looks_transient(op.error)):
+        if op.target != row.target or (not op.ok and not tentative and blip(op)):
             continue
         if not op.ok and (op.target, op.error) in alike:
             continue  # every form failing alike: the target failed, not the operation
@@ -118,7 +144,7 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     return all(held)
 
 
-def _preferred_failed(row: LessonRow, operations: list[Operation]) -> bool:
+def _preferred_failed(row: LessonRow, operations: list[Operation], blip: Blip) -> bool:
     """True when what ``row`` prefers (or says to do) failed for a lasting reason (rule 10).
 
     Such a contradiction puts the lesson in doubt in that project (the fold keeps where:
@@ -136,7 +162,7 @@ def _preferred_failed(row: LessonRow, operations: list[Operation]) -> bool:
     alike = _alike(operations)
     mine = [op for op in operations if op.op == row.prefer_op and op.target == row.target]
     return not any(op.ok for op in mine) and any(
-        not looks_transient(op.error) and (op.target, op.error) not in alike for op in mine)
+        not blip(op) and (op.target, op.error) not in alike for op in mine)
 
 
 def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
@@ -178,12 +204,12 @@ def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[Les
     return [r for r in rows if r.active or r.status == "claimed"]
 
 
-def _attribute(view: LessonView, event: OutcomeObserved,
-               envelope: Envelope) -> list[AnyEvent]:
+def _attribute(view: LessonView, event: OutcomeObserved, envelope: Envelope,
+               blip: Blip) -> list[AnyEvent]:
     decided: list[AnyEvent] = []
     rules = view.rules
     for row in _in_play(view, event, envelope.session):
-        held = verdict(row, event.operations)
+        held = verdict(row, event.operations, blip)
         if held is None or (row.scope not in (event.project, "global")):
             continue
         if held:
@@ -192,7 +218,7 @@ def _attribute(view: LessonView, event: OutcomeObserved,
             continue
         decided.append(LessonContradicted(
             lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project,
-            failed=_preferred_failed(row, event.operations)))
+            failed=_preferred_failed(row, event.operations, blip)))
         if row.longevity == "tentative":
             # What it warned against just worked: the failure it came from was a blip. Left
             # to age out, it would be followed for weeks (measured: it was the largest
@@ -275,7 +301,8 @@ def _copies(view: LessonView, row: LessonRow, projects: list[str],
     return copies
 
 
-def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
+def failed_then_succeeded(operations: list[Operation], blip: Blip = _looks_transient,
+                          ) -> list[tuple[Operation, Operation]]:
     """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal.
 
     When A failed more than once before B worked, the pair carries A's lasting failure if
@@ -293,8 +320,7 @@ def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, 
             if later.ok and later.target == failed.target and later.op != failed.op:
                 key = (failed.op, later.op, failed.target)
                 prior = found.get(key)
-                if prior is None or (looks_transient(prior[0].error)
-                                     and not looks_transient(failed.error)):
+                if prior is None or (blip(prior[0]) and not blip(failed)):
                     found[key] = (failed, later)
                 break
     return list(found.values())
@@ -322,7 +348,7 @@ def teachable(event: OutcomeObserved) -> list[Operation]:
     return [op for op in event.operations if op.target in done]
 
 
-def dead_ends(operations: list[Operation]) -> list[Operation]:
+def dead_ends(operations: list[Operation], blip: Blip = _looks_transient) -> list[Operation]:
     """Operations that failed for a lasting reason on a target nothing worked on (rule 5).
 
     One per operation (its last lasting failure), in order, and only where at least two
@@ -337,7 +363,7 @@ def dead_ends(operations: list[Operation]) -> list[Operation]:
     worked = {o.target for o in ordered if o.ok}
     found: dict[tuple[str, str], Operation] = {}
     for op in ordered:
-        if not op.ok and op.target not in worked and not looks_transient(op.error):
+        if not op.ok and op.target not in worked and not blip(op):
             found[op.target, op.op] = op
     alike = _alike(ordered)
     tried: dict[str, int] = {}
@@ -353,21 +379,21 @@ def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
 
 
 def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
-           decided: list[AnyEvent]) -> list[AnyEvent]:
+           decided: list[AnyEvent], blip: Blip) -> list[AnyEvent]:
     learned: list[AnyEvent] = []
     touched = {getattr(d, "lesson_id", None) for d in decided}
     # Contradicted and still standing: one superseded by attribution (decayed, refuted)
     # is not superseded again.
     contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)} - {
         d.lesson_id for d in decided if isinstance(d, LessonSuperseded)}
-    pairs = failed_then_succeeded(teachable(event))
-    solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
+    pairs = failed_then_succeeded(teachable(event), blip)
+    solid = {(w.target, w.op) for f, w in pairs if not blip(f)}
     # The view does not move while a policy decides: one read of the project's lessons.
-    ends = dead_ends(event.operations)
+    ends = dead_ends(event.operations, blip)
     here = view.active_for(event.project) if pairs or ends else []
     for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
-        transient = looks_transient(failed.error)
+        transient = blip(failed)
         known = [r for r in here if r.same_as == same]
         if known and not (known[0].longevity == "tentative" and not transient):
             if known[0].lesson_id not in touched:

@@ -115,6 +115,10 @@ class Failure(msgspec.Struct, kw_only=True):
     error: str = ""
     outcome: UUID | None = None
     at: int = 0
+    #: Sessions in a row in which it failed with ``error`` and never worked (rule 12).
+    streak: int = 0
+    #: The last of them.
+    streak_session: str = ""
 
 
 class Adoption(msgspec.Struct, frozen=True, array_like=True):

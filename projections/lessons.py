@@ -280,12 +280,22 @@ class LessonView:
                     if any(seen.get(c) != v for c, v in event.fingerprint.items()):
                         seen.update(event.fingerprint)
                         self._touched(event.project)  # which global lessons hold there
-                for op in event.operations:
-                    if not op.ok:
-                        failure = self._s.failures.setdefault(
-                            failure_key(event.project, op.op, op.target), Failure())
-                        failure.count += 1
-                        failure.error, failure.outcome, failure.at = op.error, event.outcome_id, at
+                for op in sorted(event.operations, key=lambda o: o.order):
+                    key = failure_key(event.project, op.op, op.target)
+                    if op.ok:
+                        if key in self._s.failures:  # it worked: no streak of failures
+                            self._s.failures[key].streak = 0
+                            self._s.failures[key].streak_session = ""
+                        continue
+                    failure = self._s.failures.setdefault(key, Failure())
+                    if failure.streak and failure.error == op.error:
+                        if failure.streak_session != session:
+                            failure.streak += 1
+                    else:
+                        failure.streak = 1
+                    failure.streak_session = session
+                    failure.count += 1
+                    failure.error, failure.outcome, failure.at = op.error, event.outcome_id, at
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
@@ -354,8 +364,9 @@ class LessonView:
         row = self._s.lessons.get(lesson_id)
         if row is None:
             return
-        # In doubt where what it prefers last failed for good; confirmed there, no longer.
-        if confirmed and project in row.doubted:
+        # In doubt where what it prefers last failed for good, until it works there again
+        # (what it avoids failing there confirms the lesson, but says nothing of that).
+        if confirmed and project in row.doubted and self._worked(outcome_id, row):
             row.doubted = [p for p in row.doubted if p != project]
         elif failed and project not in row.doubted:
             row.doubted = [*row.doubted, project]
@@ -388,6 +399,13 @@ class LessonView:
             row.sessions = []
         kind = LESSON_CONFIRMED if confirmed else LESSON_CONTRADICTED
         self._move(row, position, kind, outcome_id, project)
+
+    def _worked(self, outcome_id: UUID, row: LessonRow) -> bool:
+        """True when the outcome shows what the lesson prefers working on its target."""
+        outcome = self._s.outcomes.get(outcome_id)
+        return outcome is not None and any(
+            op.ok and op.op == row.prefer_op and op.target == row.target
+            for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
         row = self._s.lessons.get(event.lesson_id)

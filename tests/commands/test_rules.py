@@ -1088,8 +1088,14 @@ def test_a_lasting_failure_of_what_a_lesson_prefers_puts_it_in_doubt_until_confi
     assert led.lesson(avoid).confidence < led.lesson(lid).confidence
     shown = {r.lesson_id: r.label for r in led.recall(P1, "build the docs", record=False).lessons}
     assert (shown[avoid], shown[lid]) == ("trial", "contradicting")   # the belief, on trial
-    # Another project's view of it is untouched; a confirmation here lifts the doubt.
+    # Another project's view of it is untouched. What it avoids failing confirms it here,
+    # but the doubt stands until what it prefers works here again.
     assert led.check(P2, "make:docs", "docs", record=False).doubted == []
+    led.check(P1, "make:docs", "docs", session="s6")
+    agent.outcome(P1, "s6", [fail("sphinx", no_conf, "docs"),
+                             fail("make:docs", "503 Service Unavailable", "docs")], when=day(5))
+    assert (led.lesson(lid).doubted, led.lesson(lid).moves[-1].type) == (
+        [P1], "lesson.confirmed")
     led.check(P1, "make:docs", "docs", session="s6")
     agent.outcome(P1, "s6", [ok("make:docs", "docs")], when=day(5))
     assert led.lesson(lid).doubted == []
@@ -1148,3 +1154,34 @@ def test_a_global_lesson_learned_under_another_fingerprint_says_nothing_there(
     assert led.check("e" * 32, PREFER, TARGET, record=False).supporting == [glob]
     agent.outcome(P3, "s4", [ok("ruff", "lint")], when=day(3), fingerprint=new)
     assert led.check(P3, PREFER, TARGET, record=False).supporting == [glob]
+
+
+def test_a_transient_looking_error_that_recurs_word_for_word_in_three_sessions_is_lasting(
+        agent: Agent) -> None:
+    led = agent.ledger
+    timed_out = "tox: py: FAIL code 1 (commands timed out after 600s)"
+    lid = agent.learn(P1, "s1", prefer="tox")
+    agent.trusted(P1, lid, ["s2", "s3"], when=day(1))
+    for n in range(2):                    # a blip, twice: no evidence
+        led.check(P1, "tox", TARGET, session=f"t{n}")
+        agent.outcome(P1, f"t{n}", [fail("tox", timed_out), fail("tox", timed_out)],
+                      when=day(2 + n), passed=False)
+        assert (led.lesson(lid).confidence, led.lesson(lid).doubted) == (near(0.8), [])
+    # The third session running with that error, and tox never working: it is lasting.
+    led.check(P1, "tox", TARGET, session="t2")
+    agent.outcome(P1, "t2", [fail("tox", timed_out), fail("tox", timed_out)],
+                  when=day(4), passed=False)
+    row = led.lesson(lid)
+    assert (row.confidence, row.doubted) == (near(0.55), [P1])
+    # ... and teaches a settled lesson, not a tentative one.
+    led.check(P1, "tox", TARGET, session="t3")
+    turned = agent.outcome(P1, "t3", [fail("tox", timed_out), ok(AVOID)], when=day(5))
+    new = led.lesson(agent.learned_from(turned))
+    assert (new.avoid_op, new.prefer_op, new.longevity) == ("tox", AVOID, "ongoing")
+    # Once it works, the run is over: the same error next time is a blip again.
+    other = agent.learn(P2, "u1", prefer="tox")
+    for n, ops in enumerate([[fail("tox", timed_out)], [fail("tox", timed_out)],
+                             [ok("tox")], [fail("tox", timed_out)]]):
+        led.check(P2, "tox", TARGET, session=f"u{n + 2}")
+        agent.outcome(P2, f"u{n + 2}", ops, when=day(6 + n), passed=ops[0].ok)
+    assert led.lesson(other).doubted == []
