@@ -245,19 +245,30 @@ def _keep_where_confirmed(view: LessonView, row: LessonRow, event: OutcomeObserv
     """A global lesson decaying away, kept in the projects where it still held (rule 11).
 
     Its supporters contradicted it under the floor (a tool changed in some projects, not
-    in all); every supporter whose last word on it was a confirmation (and not the one
-    contradicting it now) gets a project lesson of its own, as a demotion gives them
-    (:func:`_split`). Measured on an independent trap world, a project that stayed on its
+    in all); every supporter that confirmed it after those contradictions began, and has
+    not contradicted it since, gets a project lesson of its own, as a demotion gives them
+    (:func:`_split`): it went on holding there while failing elsewhere. A supporter that
+    has not used it since is not kept: the change may reach it too (measured on our own
+    trap world, where a shared tool flips everywhere at once, keeping every supporter
+    whose last word was a confirmation carried the stale lesson into them, and memory's
+    steps a task rose from 3.314 to 3.324). Measured on an independent trap world, a project that stayed on its
     old toolchain confirmed ``pip wheel .`` daily, yet lost the lesson when the upgraded
     projects' contradictions decayed it, and had nothing left. The lesson is demoted
     first, to the last of them: what it said is known not to hold everywhere, so neither
     it nor its copies is promoted again.
     """
-    last: dict[str, bool] = {}
+    # Each project's last confirmation, and where its run of contradictions began.
+    confirmed: dict[str, int] = {}
+    began: dict[str, int] = {}
     for move in row.moves:
-        if move.type in (LESSON_CONFIRMED, LESSON_CONTRADICTED):
-            last[move.note] = move.type == LESSON_CONFIRMED
-    keep = [p for p in row.projects if p != event.project and last.get(p, True)]
+        if move.type == LESSON_CONFIRMED:
+            confirmed[move.note] = move.position
+            began.pop(move.note, None)
+        elif move.type == LESSON_CONTRADICTED:
+            began.setdefault(move.note, move.position)
+    since = min(began.values(), default=row.moves[-1].position if row.moves else 0)
+    keep = [p for p in row.projects if p != event.project and p not in began
+            and confirmed.get(p, -1) > since]
     if not keep:
         return []
     return [LessonDemoted(lesson_id=row.lesson_id, to_scope=keep[-1],

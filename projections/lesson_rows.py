@@ -83,7 +83,7 @@ class LessonRow(msgspec.Struct, kw_only=True):
     #: Where the publisher's own vector for this lesson is (its proposal), 0 if none.
     vector_at: int = 0
     #: Projects where what it prefers last failed for a lasting reason (issue 12, rule
-    #: 10): there it is in doubt, and vouches for nothing, until confirmed there again.
+    #: 10): there it is in doubt, and vouches for nothing, until it works there again.
     doubted: list[str] = []
 
     @property

@@ -1113,7 +1113,9 @@ def test_a_global_lesson_decaying_under_its_supporters_stays_where_it_still_hold
         agent.outcome(project, f"s{i + 3}", [fail(), ok()], when=day(0.2 + 0.1 * i),
                       fingerprint=old)
     assert led.lesson(glob).scope == "global"
-    for n, project in enumerate((P1, P2, P3, p4)):
+    p5 = "f" * 32
+    agent.outcome(p5, "s5", [fail(), ok()], when=day(0.4), fingerprint=old)
+    for n, project in enumerate((P1, P2, P3, p4, p5)):
         led.check(project, PREFER, TARGET, session=f"t{n}")
         agent.outcome(project, f"t{n}", [ok(PREFER)], when=day(1), fingerprint=old)
     # Three projects flip (what it prefers fails there, the other form works) while p4,
@@ -1132,6 +1134,9 @@ def test_a_global_lesson_decaying_under_its_supporters_stays_where_it_still_hold
     assert [(r.scope, r.avoid_op, r.prefer_op) for r in kept] == [(p4, AVOID, PREFER)]
     assert {led.view.outcomes[o].project for o in kept[0].evidence} == {p4}
     assert led.check(p4, PREFER, TARGET, record=False).supporting == [kept[0].lesson_id]
+    # p5 supported it too but has not used it since the contradictions began: the change
+    # may reach it as well, so it keeps nothing.
+    assert [r for r in led.lessons(p5, record=False) if r.target == TARGET] == []
     # Known not to hold everywhere now: a second project learning it again stays local.
     again = agent.learn(P1, "w1", when=day(9), fingerprint=old)
     assert led.lesson(again).scope == P1
