@@ -251,11 +251,11 @@ def _keep_where_confirmed(view: LessonView, row: LessonRow, event: OutcomeObserv
     has not used it since is not kept: the change may reach it too (measured on our own
     trap world, where a shared tool flips everywhere at once, keeping every supporter
     whose last word was a confirmation carried the stale lesson into them, and memory's
-    steps a task rose from 3.314 to 3.324). Measured on an independent trap world, a project that stayed on its
-    old toolchain confirmed ``pip wheel .`` daily, yet lost the lesson when the upgraded
-    projects' contradictions decayed it, and had nothing left. The lesson is demoted
-    first, to the last of them: what it said is known not to hold everywhere, so neither
-    it nor its copies is promoted again.
+    steps a task rose from 3.314 to 3.324). Measured on an independent trap world, a
+    project that stayed on its old toolchain confirmed ``pip wheel .`` daily, yet lost the
+    lesson when the upgraded projects' contradictions decayed it, and had nothing left.
+    The lesson is demoted first, to the last of them: what it said is known not to hold
+    everywhere, so neither it nor its copies is promoted again.
     """
     # Each project's last confirmation, and where its run of contradictions began.
     confirmed: dict[str, int] = {}
