@@ -9,10 +9,13 @@ decides the same events with the same ids.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
+    LESSON_CONFIRMED,
+    LESSON_CONTRADICTED,
     TRIGGERS_POLICIES,
     AnyEvent,
     EnvironmentChanged,
@@ -26,7 +29,7 @@ from lessonledger.ledger.events import (
     OutcomeObserved,
 )
 from lessonledger.ledger.ids import derived_id
-from lessonledger.projections.lessons import LessonRow, LessonView
+from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable",
@@ -35,14 +38,39 @@ __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable
 #: Event types a policy reacts to.
 TRIGGERS = TRIGGERS_POLICIES
 
+#: Whether a failed operation's error is a blip (says nothing about the operation).
+Blip = Callable[[Operation], bool]
+
+
+def _looks_transient(op: Operation) -> bool:
+    return looks_transient(op.error)
+
+
+def _blips(view: LessonView, event: OutcomeObserved) -> Blip:
+    """An outcome's blips: transient-looking errors, but for those that recur (rule 12).
+
+    An error that looks transient and that the operation gave on that target in this
+    project in ``Rules.recurring`` sessions running, without working in between, is
+    lasting there: the view counts the run (``Failure.streak``), this outcome included.
+    """
+    recurring, failures = view.rules.recurring, view.failures
+
+    def blip(op: Operation) -> bool:
+        if not looks_transient(op.error):
+            return False
+        failure = failures.get(failure_key(event.project, op.op, op.target))
+        return failure is None or failure.error != op.error or failure.streak < recurring
+    return blip
+
 
 def react(view: LessonView, event: AnyEvent, envelope: Envelope) -> list[AnyEvent]:
     """Return what the ledger decides in reaction to ``event``."""
     match event:
         case OutcomeObserved():
+            blip = _blips(view, event)
             decided = _observed_environment(view, event)
-            decided += _attribute(view, event, envelope)
-            decided += _learn(view, event, envelope, decided)
+            decided += _attribute(view, event, envelope, blip)
+            decided += _learn(view, event, envelope, decided, blip)
             return decided
         case LessonProposed():
             return _promote(view, view.lessons[event.lesson_id])
@@ -86,7 +114,8 @@ def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyE
             for component, old in sorted(changed.items())]
 
 
-def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
+def verdict(row: LessonRow, operations: list[Operation],
+            blip: Blip = _looks_transient) -> bool | None:
     """Judge a lesson by operations: True confirms, False contradicts, None: not exercised.
 
     ``prefer B over A`` predicts B succeeds and A fails; ``avoid A`` that A fails; ``do
@@ -102,8 +131,7 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     tentative = row.longevity == "tentative"
     alike = _alike(operations)
     for op in operations:
-        if op.target != row.target or (not op.ok and not tentative
-                                       and looks_transient(op.error)):
+        if op.target != row.target or (not op.ok and not tentative and blip(op)):
             continue
         if not op.ok and (op.target, op.error) in alike:
             continue  # every form failing alike: the target failed, not the operation
@@ -114,6 +142,27 @@ def verdict(row: LessonRow, operations: list[Operation]) -> bool | None:
     if not held:
         return None
     return all(held)
+
+
+def _preferred_failed(row: LessonRow, operations: list[Operation], blip: Blip) -> bool:
+    """True when what ``row`` prefers (or says to do) failed for a lasting reason (rule 10).
+
+    Such a contradiction puts the lesson in doubt in that project (the fold keeps where:
+    ``LessonRow.doubted``), and ``check`` and recall stop counting it there until an
+    outcome there confirms it again. Measured on an independent trap world, a flip met in
+    a session where the new form only blipped left nothing to replace the stale lesson:
+    one contradiction took a trusted 0.8 to 0.55, still trusted, still vouching for the
+    form that now failed and against the one that now worked, so the agent walked back
+    into the failure (13 of 14 stale targets there). Only a lasting, target-specific
+    failure of the preferred operation itself counts: the avoided operation working is
+    an ordinary contradiction, and a blip or an error every form gave alike says nothing.
+    """
+    if row.kind not in ("prefer", "do") or row.longevity == "tentative":
+        return False
+    alike = _alike(operations)
+    mine = [op for op in operations if op.op == row.prefer_op and op.target == row.target]
+    return not any(op.ok for op in mine) and any(
+        not blip(op) and (op.target, op.error) not in alike for op in mine)
 
 
 def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
@@ -155,12 +204,12 @@ def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[Les
     return [r for r in rows if r.active or r.status == "claimed"]
 
 
-def _attribute(view: LessonView, event: OutcomeObserved,
-               envelope: Envelope) -> list[AnyEvent]:
+def _attribute(view: LessonView, event: OutcomeObserved, envelope: Envelope,
+               blip: Blip) -> list[AnyEvent]:
     decided: list[AnyEvent] = []
     rules = view.rules
     for row in _in_play(view, event, envelope.session):
-        held = verdict(row, event.operations)
+        held = verdict(row, event.operations, blip)
         if held is None or (row.scope not in (event.project, "global")):
             continue
         if held:
@@ -168,20 +217,63 @@ def _attribute(view: LessonView, event: OutcomeObserved,
                 lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
             continue
         decided.append(LessonContradicted(
-            lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project))
+            lesson_id=row.lesson_id, outcome_id=event.outcome_id, project=event.project,
+            failed=_preferred_failed(row, event.operations, blip)))
         if row.longevity == "tentative":
             # What it warned against just worked: the failure it came from was a blip. Left
             # to age out, it would be followed for weeks (measured: it was the largest
             # share of blip-made lessons still active at the end of a trap-world run).
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="refuted"))
             continue
-        if row.scope == "global" and event.project not in row.projects and row.projects:
+        demoted = row.scope == "global" and event.project not in row.projects \
+            and bool(row.projects)
+        if demoted:
             decided.append(LessonDemoted(lesson_id=row.lesson_id, to_scope=row.projects[-1],
                                          outcome_id=event.outcome_id))
             decided += _split(view, row, event, envelope)
         if clamp(row.confidence + rules.contradict) < rules.floor:
+            kept = _keep_where_confirmed(view, row, event, envelope) \
+                if row.scope == "global" and not demoted else []
+            decided += kept[:1]  # demoted first, then superseded, then the copies
             decided.append(LessonSuperseded(lesson_id=row.lesson_id, reason="decayed"))
+            decided += kept[1:]
     return decided
+
+
+def _keep_where_confirmed(view: LessonView, row: LessonRow, event: OutcomeObserved,
+                          envelope: Envelope) -> list[AnyEvent]:
+    """A global lesson decaying away, kept in the projects where it still held (rule 11).
+
+    Its supporters contradicted it under the floor (a tool changed in some projects, not
+    in all); every supporter that confirmed it after those contradictions began, and has
+    not contradicted it since, gets a project lesson of its own, as a demotion gives them
+    (:func:`_split`): it went on holding there while failing elsewhere. A supporter that
+    has not used it since is not kept: the change may reach it too (measured on our own
+    trap world, where a shared tool flips everywhere at once, keeping every supporter
+    whose last word was a confirmation carried the stale lesson into them, and memory's
+    steps a task rose from 3.314 to 3.324). Measured on an independent trap world, a
+    project that stayed on its old toolchain confirmed ``pip wheel .`` daily, yet lost the
+    lesson when the upgraded projects' contradictions decayed it, and had nothing left.
+    The lesson is demoted first, to the last of them: what it said is known not to hold
+    everywhere, so neither it nor its copies is promoted again.
+    """
+    # Each project's last confirmation, and where its run of contradictions began.
+    confirmed: dict[str, int] = {}
+    began: dict[str, int] = {}
+    for move in row.moves:
+        if move.type == LESSON_CONFIRMED:
+            confirmed[move.note] = move.position
+            began.pop(move.note, None)
+        elif move.type == LESSON_CONTRADICTED:
+            began.setdefault(move.note, move.position)
+    since = min(began.values(), default=row.moves[-1].position if row.moves else 0)
+    keep = [p for p in row.projects if p != event.project and p not in began
+            and confirmed.get(p, -1) > since]
+    if not keep:
+        return []
+    return [LessonDemoted(lesson_id=row.lesson_id, to_scope=keep[-1],
+                          outcome_id=event.outcome_id),
+            *_copies(view, row, keep, envelope)]
 
 
 def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
@@ -195,10 +287,15 @@ def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
     nothing, and they went back to the trap (6 of 30 repeat errors). A lesson ever
     demoted is never promoted again, so the copies stay in their projects.
     """
+    return _copies(view, row, [p for p in row.projects[:-1] if p != event.project],
+                   envelope)
+
+
+def _copies(view: LessonView, row: LessonRow, projects: list[str],
+            envelope: Envelope) -> list[AnyEvent]:
+    """A project lesson saying what ``row`` says in each of ``projects``, citing its own."""
     copies: list[AnyEvent] = []
-    for project in row.projects[:-1]:
-        if project == event.project:
-            continue
+    for project in projects:
         evidence = [o for o in row.evidence
                     if o in view.outcomes and view.outcomes[o].project == project]
         if not evidence:
@@ -215,7 +312,8 @@ def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
     return copies
 
 
-def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, Operation]]:
+def failed_then_succeeded(operations: list[Operation], blip: Blip = _looks_transient,
+                          ) -> list[tuple[Operation, Operation]]:
     """(failed A, then succeeded B) on one target, in order: the loop's cleanest signal.
 
     When A failed more than once before B worked, the pair carries A's lasting failure if
@@ -233,8 +331,7 @@ def failed_then_succeeded(operations: list[Operation]) -> list[tuple[Operation, 
             if later.ok and later.target == failed.target and later.op != failed.op:
                 key = (failed.op, later.op, failed.target)
                 prior = found.get(key)
-                if prior is None or (looks_transient(prior[0].error)
-                                     and not looks_transient(failed.error)):
+                if prior is None or (blip(prior[0]) and not blip(failed)):
                     found[key] = (failed, later)
                 break
     return list(found.values())
@@ -262,7 +359,7 @@ def teachable(event: OutcomeObserved) -> list[Operation]:
     return [op for op in event.operations if op.target in done]
 
 
-def dead_ends(operations: list[Operation]) -> list[Operation]:
+def dead_ends(operations: list[Operation], blip: Blip = _looks_transient) -> list[Operation]:
     """Operations that failed for a lasting reason on a target nothing worked on (rule 5).
 
     One per operation (its last lasting failure), in order, and only where at least two
@@ -277,7 +374,7 @@ def dead_ends(operations: list[Operation]) -> list[Operation]:
     worked = {o.target for o in ordered if o.ok}
     found: dict[tuple[str, str], Operation] = {}
     for op in ordered:
-        if not op.ok and op.target not in worked and not looks_transient(op.error):
+        if not op.ok and op.target not in worked and not blip(op):
             found[op.target, op.op] = op
     alike = _alike(ordered)
     tried: dict[str, int] = {}
@@ -293,21 +390,21 @@ def _retired_covers(view: LessonView, evidence: list[UUID]) -> bool:
 
 
 def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
-           decided: list[AnyEvent]) -> list[AnyEvent]:
+           decided: list[AnyEvent], blip: Blip) -> list[AnyEvent]:
     learned: list[AnyEvent] = []
     touched = {getattr(d, "lesson_id", None) for d in decided}
     # Contradicted and still standing: one superseded by attribution (decayed, refuted)
     # is not superseded again.
     contradicted = {d.lesson_id for d in decided if isinstance(d, LessonContradicted)} - {
         d.lesson_id for d in decided if isinstance(d, LessonSuperseded)}
-    pairs = failed_then_succeeded(teachable(event))
-    solid = {(w.target, w.op) for f, w in pairs if not looks_transient(f.error)}
+    pairs = failed_then_succeeded(teachable(event), blip)
+    solid = {(w.target, w.op) for f, w in pairs if not blip(f)}
     # The view does not move while a policy decides: one read of the project's lessons.
-    ends = dead_ends(event.operations)
+    ends = dead_ends(event.operations, blip)
     here = view.active_for(event.project) if pairs or ends else []
     for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
-        transient = looks_transient(failed.error)
+        transient = blip(failed)
         known = [r for r in here if r.same_as == same]
         if known and not (known[0].longevity == "tentative" and not transient):
             if known[0].lesson_id not in touched:

@@ -32,6 +32,7 @@ from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import (
     Candidates,
     Recall,
+    elsewhere,
     one_line,
     overruled,
     rank,
@@ -61,6 +62,9 @@ class Check(msgspec.Struct, frozen=True):
     #: Global lessons on this operation that the project's own lessons contradict: named,
     #: but not counted for or against (see :func:`overruled`).
     overruled: list[UUID] = []
+    #: Lessons on this operation in doubt here: what they prefer failed here for a lasting
+    #: reason since they were last confirmed here. Named, not counted for or against.
+    doubted: list[UUID] = []
 
 
 class Recaller:
@@ -124,7 +128,7 @@ class Recaller:
         head equals the live one, figure for figure.
         """
         candidates = (self.candidates(project) if view is self._view
-                      else Candidates(view.active_for(project)))
+                      else Candidates(_here(view, project), project))
         similarities = None
         if len(candidates) and query.strip():
             try:
@@ -154,7 +158,7 @@ class Recaller:
         if cached is not None and cached[0] == stamp:
             self._candidates.move_to_end(project)
             return cached[1]
-        candidates = Candidates(view.active_for(project))
+        candidates = Candidates(_here(view, project), project)
         self._candidates[project] = (stamp, candidates)
         self._candidates.move_to_end(project)
         if len(self._candidates) > _MAX_CACHED:
@@ -164,10 +168,14 @@ class Recaller:
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
         rows = [r for r in view.active_for(project) if r.target == target]
+        away = elsewhere(rows, view.observed(project))
+        rows = [r for r in rows if r.lesson_id not in away]
         over = overruled(rows)
         beaten = [r for r in rows if r.lesson_id in over
                   and operation in (r.prefer_op, r.avoid_op)]
-        rows = [r for r in rows if r.lesson_id not in over]
+        doubted = [r for r in rows if project in r.doubted and r.lesson_id not in over
+                   and operation in (r.prefer_op, r.avoid_op)]
+        rows = [r for r in rows if r.lesson_id not in over and project not in r.doubted]
         supporting = [r for r in rows if operation in (r.prefer_op,) and r.kind != "avoid"]
         opposing = [r for r in rows if operation == r.avoid_op]
         failure = view.failures.get(failure_key(project, operation, target))
@@ -176,6 +184,8 @@ class Recaller:
         parts += [f"prefer ({_brief(r)})" for r in supporting[:2]]
         parts += [f"overruled here by this project's own lessons ({_brief(r)})"
                   for r in beaten[:1]]
+        parts += [f"in doubt here, `{r.prefer_op}` failed since ({_brief(r)})"
+                  for r in doubted[:1]]
         if failure is not None:
             last = one_line(failure.error)[:120] or "?"
             parts.append(f"failed {failure.count}x here before, last: {last}")
@@ -184,8 +194,16 @@ class Recaller:
         return Check(project, operation, target, [r.lesson_id for r in supporting],
                      [r.lesson_id for r in opposing], failure.count if failure else 0,
                      failure.error if failure else "", " ".join(parts),
-                     [r.lesson_id for r in opposing[:2] + supporting[:2] + beaten[:1]],
-                     [r.lesson_id for r in beaten])
+                     [r.lesson_id for r in
+                      opposing[:2] + supporting[:2] + beaten[:1] + doubted[:1]],
+                     [r.lesson_id for r in beaten], [r.lesson_id for r in doubted])
+
+
+def _here(view: LessonView, project: str) -> list[LessonRow]:
+    """The project's candidates: its active lessons and the global ones that hold there."""
+    rows = view.active_for(project)
+    away = elsewhere(rows, view.observed(project))
+    return [r for r in rows if r.lesson_id not in away] if away else rows
 
 
 def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,

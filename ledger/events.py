@@ -210,7 +210,12 @@ class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed")
 
 
 class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradicted"):
-    """An attributed outcome refutes the lesson."""
+    """An attributed outcome refutes the lesson.
+
+    ``failed``: what the lesson prefers (or says to do) itself failed there for a lasting
+    reason, not only what it avoids working: the lesson is in doubt in that project until
+    an outcome there confirms it again (issue 12, rule 10).
+    """
 
     names_a_lesson: ClassVar[bool] = True
     cites_an_outcome: ClassVar[bool] = True
@@ -218,6 +223,7 @@ class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradi
     lesson_id: UUID
     outcome_id: UUID
     project: Scope
+    failed: bool = False
 
 
 class LessonPromoted(_Event, frozen=True, kw_only=True, tag="lesson.promoted"):

@@ -13,9 +13,9 @@ remembers:
   not vouch for), except lessons the ledger marks tentative
   (learned from a failure that looked transient): those it tests by trying the avoided form
   anyway, which is how the ledger tells a blip from a trap. Lessons recall labels as
-  contradicting the current belief are not followed. A target every form of which an
-  ``avoid`` lesson covers (and none is preferred) is a dead end: it leaves it, and the
-  task's outcome says it failed.
+  contradicting the current belief, or as in doubt in the project, are not followed. A
+  target every form of which an ``avoid`` lesson covers (and none is preferred) is a dead
+  end: it leaves it, and the task's outcome says it failed.
 
 Every arm stops on a target once two different forms failed with one and the same
 lasting error (the target is failing, a broken test say, not the form), and with
@@ -165,7 +165,8 @@ class MemoryAgent(Agent):
         super().begin(project, session, task)
         self.known, self.seen, self.checked = {}, set(), set()
         shown = self.ledger.recall(project, task.query, session=session)
-        self._learn([r.lesson_id for r in shown.lessons if r.label != "contradicting"])
+        self._learn([r.lesson_id for r in shown.lessons
+                     if r.label not in ("contradicting", "doubted")])
 
     def _learn(self, lesson_ids: list[UUID]) -> None:
         for lesson_id in lesson_ids:

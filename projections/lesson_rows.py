@@ -82,6 +82,9 @@ class LessonRow(msgspec.Struct, kw_only=True):
     moves: list[Move] = []
     #: Where the publisher's own vector for this lesson is (its proposal), 0 if none.
     vector_at: int = 0
+    #: Projects where what it prefers last failed for a lasting reason (issue 12, rule
+    #: 10): there it is in doubt, and vouches for nothing, until it works there again.
+    doubted: list[str] = []
 
     @property
     def active(self) -> bool:
@@ -112,6 +115,10 @@ class Failure(msgspec.Struct, kw_only=True):
     error: str = ""
     outcome: UUID | None = None
     at: int = 0
+    #: Sessions in a row in which it failed with ``error`` and never worked (rule 12).
+    streak: int = 0
+    #: The last of them.
+    streak_session: str = ""
 
 
 class Adoption(msgspec.Struct, frozen=True, array_like=True):
@@ -136,6 +143,8 @@ class State(msgspec.Struct, kw_only=True):
     erased_at: int = 0
     #: Every adoption of rules folded, oldest first (none: the defaults were in force).
     adoptions: list[Adoption] = []
+    #: By project, the last value its outcomes reported for each fingerprint component.
+    observed: dict[str, dict[str, str]] = {}
 
 
 state_encoder = msgspec.msgpack.Encoder()

@@ -235,6 +235,10 @@ class LessonView:
         """Past failures by :func:`failure_key` (project, operation, target)."""
         return self._s.failures
 
+    def observed(self, project: str) -> dict[str, str]:
+        """The last value the project's outcomes reported for each fingerprint component."""
+        return self._s.observed.get(project, {})
+
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
         return self._s.recalled.get(session, [])
@@ -271,12 +275,27 @@ class LessonView:
                     passed=event.passed, operations=event.operations, at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
-                for op in event.operations:
-                    if not op.ok:
-                        failure = self._s.failures.setdefault(
-                            failure_key(event.project, op.op, op.target), Failure())
-                        failure.count += 1
-                        failure.error, failure.outcome, failure.at = op.error, event.outcome_id, at
+                if event.fingerprint:
+                    seen = self._s.observed.setdefault(event.project, {})
+                    if any(seen.get(c) != v for c, v in event.fingerprint.items()):
+                        seen.update(event.fingerprint)
+                        self._touched(event.project)  # which global lessons hold there
+                for op in sorted(event.operations, key=lambda o: o.order):
+                    key = failure_key(event.project, op.op, op.target)
+                    if op.ok:
+                        if key in self._s.failures:  # it worked: no streak of failures
+                            self._s.failures[key].streak = 0
+                            self._s.failures[key].streak_session = ""
+                        continue
+                    failure = self._s.failures.setdefault(key, Failure())
+                    if failure.streak and failure.error == op.error:
+                        if failure.streak_session != session:
+                            failure.streak += 1
+                    else:
+                        failure.streak = 1
+                    failure.streak_session = session
+                    failure.count += 1
+                    failure.error, failure.outcome, failure.at = op.error, event.outcome_id, at
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
@@ -286,7 +305,7 @@ class LessonView:
             case LessonContradicted():
                 self._attribute(event.lesson_id, event.outcome_id, event.project,
                                 self._session_of(event.outcome_id, session), position, at,
-                                confirmed=False)
+                                confirmed=False, failed=event.failed)
             case LessonSuperseded():
                 self._supersede(event, position)
             case LessonPromoted():
@@ -341,10 +360,16 @@ class LessonView:
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
-                   position: int, at: int, *, confirmed: bool) -> None:
+                   position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
         row = self._s.lessons.get(lesson_id)
         if row is None:
             return
+        # In doubt where what it prefers last failed for good, until it works there again
+        # (what it avoids failing there confirms the lesson, but says nothing of that).
+        if confirmed and project in row.doubted and self._worked(outcome_id, row):
+            row.doubted = [p for p in row.doubted if p != project]
+        elif failed and project not in row.doubted:
+            row.doubted = [*row.doubted, project]
         rules = self.rules
         step = rules.confirm if confirmed else rules.contradict
         row.confidence = clamp(row.confidence + step)
@@ -374,6 +399,13 @@ class LessonView:
             row.sessions = []
         kind = LESSON_CONFIRMED if confirmed else LESSON_CONTRADICTED
         self._move(row, position, kind, outcome_id, project)
+
+    def _worked(self, outcome_id: UUID, row: LessonRow) -> bool:
+        """True when the outcome shows what the lesson prefers working on its target."""
+        outcome = self._s.outcomes.get(outcome_id)
+        return outcome is not None and any(
+            op.ok and op.op == row.prefer_op and op.target == row.target
+            for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
         row = self._s.lessons.get(event.lesson_id)

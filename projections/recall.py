@@ -3,8 +3,10 @@ r"""Plan-time recall: which lessons an agent sees for a project and a query, and
 The ranking, in full (DESIGN §4 asks for it to be documented):
 
 1. Candidates are the *active* lessons (trial or trusted) of the project plus the global
-   ones. Claimed, superseded, retired and expired lessons are never candidates, and no
-   other project's lessons ever are.
+   ones, but for a global lesson bound to another value of a fingerprint component than
+   the project's outcomes last reported (:func:`elsewhere`). Claimed, superseded,
+   retired and expired lessons are never candidates, and no other project's lessons
+   ever are.
 2. Relevance fuses two rankings of the candidates by reciprocal rank (k = 60): BM25 over
    the lesson text and its operation keys (``bm25s``), and cosine similarity of the
    lesson's vector to the query's. ``rrf = Σ 1 / (60 + rank)``, over the rankings in
@@ -16,6 +18,9 @@ The ranking, in full (DESIGN §4 asks for it to be documented):
    as the current belief, then the others labelled as contradicting it. A project's own
    lesson is the belief over a global lesson it disagrees with, whatever their scores:
    in that project its own evidence outranks what other projects found (:func:`overruled`).
+   A lesson in doubt in the project (what it prefers failed there for a lasting reason
+   since it was last confirmed there, issue 12 rule 10) is never the belief over a rival:
+   the latest evidence is against it. Shown alone, it is labelled ``doubted``.
 5. At most 5 lessons and at most 300 tokens, counting tokens as
    ``ceil(utf-8 bytes / 4)`` of the whole section (heading, lines and newlines). Groups
    are taken in order; a group that would break a cap is left out and the next ones are
@@ -51,6 +56,7 @@ __all__ = [
     "Recall",
     "count_tokens",
     "disagree",
+    "elsewhere",
     "one_line",
     "overruled",
     "rank",
@@ -77,7 +83,7 @@ class Ranked(msgspec.Struct, frozen=True, gc=False):
     vector_rank: int | None
     confidence: float
     recency: float
-    label: Literal["belief", "trial", "contradicting"] = "belief"
+    label: Literal["belief", "trial", "contradicting", "doubted"] = "belief"
     contradicts: UUID | None = None
     line: str = ""
     tokens: int = 0
@@ -108,14 +114,18 @@ class Candidates:
     depends on its text and the time.
     """
 
-    def __init__(self, rows: Sequence[LessonRow]) -> None:
+    def __init__(self, rows: Sequence[LessonRow], project: str = "") -> None:
         self.rows = list(rows)
         self.ids = [row.lesson_id for row in self.rows]
         n = len(self.rows)
         self.confidence = np.fromiter((r.confidence for r in self.rows), np.float64, n)
         self.evidence_at = np.fromiter((r.last_evidence_at for r in self.rows), np.int64, n)
-        self.labels: list[Literal["belief", "trial"]] = [
-            "trial" if r.status == "trial" else "belief" for r in self.rows]
+        #: Places of the lessons in doubt in ``project`` (rule 10).
+        self.doubted = {i for i, row in enumerate(self.rows)
+                        if project and project in row.doubted}
+        self.labels: list[Literal["belief", "trial", "doubted"]] = [
+            "doubted" if i in self.doubted else "trial" if r.status == "trial" else "belief"
+            for i, r in enumerate(self.rows)]
         scopes: dict[str, list[int]] = {}
         for i, row in enumerate(self.rows):
             scopes.setdefault(row.scope, []).append(i)
@@ -258,6 +268,22 @@ def overruled(rows: Sequence[LessonRow]) -> set[UUID]:
             and any(disagree(row, mine) for mine in local.get(row.target, ()))}
 
 
+def elsewhere(rows: Sequence[LessonRow], observed: dict[str, str]) -> set[UUID]:
+    """The global lessons among ``rows`` bound to another environment than ``observed``.
+
+    Issue 12, rule 11: a global lesson is bound to the fingerprint it was learned under;
+    where a project's own outcomes last reported another value of one of its components,
+    the lesson was learned in another environment and says nothing there. Measured on an
+    independent trap world, lessons learned under toolchain 2 went global and steered the
+    projects still on toolchain 1 into what fails there. A component the project never
+    reported is no difference.
+    """
+    if not observed:
+        return set()
+    return {row.lesson_id for row in rows if row.scope == "global" and any(
+        observed.get(c, v) != v for c, v in row.fingerprint.items())}
+
+
 def rank(candidates: Candidates, query: str, similarities: np.ndarray | None,
          now: int) -> tuple[list[int], list[Ranked]]:
     """Score every candidate; best first, with each one's place among the candidates.
@@ -292,6 +318,8 @@ def rank(candidates: Candidates, query: str, similarities: np.ndarray | None,
 def _line(row: LessonRow, label: str) -> str:
     # A contradicting lesson still on trial is labelled as both.
     tags = ["trial"] if row.status == "trial" else []
+    if label == "doubted":
+        tags.append("in doubt: what it prefers failed here since")
     if label == "contradicting":
         tags.append("contradicts the lesson above")
     tag = f"[{'; '.join(tags)}] " if tags else ""
@@ -352,8 +380,9 @@ def _groups(candidates: Candidates, order: list[int],
     if not candidates.rivals and not candidates.overruled:
         return None
     at = dict(zip(order, range(len(order)), strict=True))  # place -> rank
-    over = candidates.overruled
-    # Overruled lessons come last, so the project's own lesson leads its group.
+    over = candidates.overruled | candidates.doubted
+    # Overruled and doubted lessons come last, so the lesson the evidence here stands
+    # behind leads its group.
     seeds = sorted(range(len(ranked)), key=lambda r: order[r] in over) if over \
         else range(len(ranked))
     placed = [False] * len(ranked)

@@ -18,9 +18,11 @@ __all__ = ["DAY_NS", "RULES_VERSION", "Rules", "clamp", "figures_of", "looks_tra
 DAY_NS = 86_400 * 10**9
 
 #: The version of the rules' logic (what the policies decide, and how the view folds):
-#: 1 is DESIGN §4's as first built, 2 issue 12's. Recorded with the figures in force
+#: 1 is DESIGN §4's as first built, 2 issue 12's, 3 issue 12's on its independent world
+#: (rule 10: a lesson whose preferred operation failed for good is in doubt there; and the
+#: rules after it in the README). Recorded with the figures in force
 #: (``RulesAdopted``), so ``why`` can say which rules a lesson's moves were made under.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 
 class Rules(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +59,15 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         expiry_days: days without fresh evidence after which a lesson of that longevity
             expires; absent means never by age.
         cap: most active lessons per project scope, and in the global scope.
+        recurring: sessions in a row in which an operation failed on a target of one
+            project with one and the same transient-looking error, never working, after
+            which that error counts as lasting there (issue 12, rule 12). A blip is
+            luck, and luck does not repeat itself word for word session after session:
+            measured on an independent trap world, a suite always over its time budget
+            (``commands timed out after 600s``) was never evidence, and a trusted
+            ``prefer tox`` stayed trusted after 12 such failures in 6 sessions. Three:
+            a blip of 5-15% repeating identically three sessions running is rare, and
+            a single success ends the run.
     """
 
     start_loop: float = 0.5
@@ -75,6 +86,7 @@ class Rules(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"tentative": 30, "ongoing": 90}
     )
     cap: int = 200
+    recurring: int = 3
 
 
 def figures_of(rules: Rules) -> dict[str, Any]:

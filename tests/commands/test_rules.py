@@ -1059,3 +1059,134 @@ def test_the_rules_in_force_are_in_the_log_and_every_fold_uses_them(tmp_path: Pa
         agent.contradict(P1, "s4", lid, when=day(3))
         assert led.lesson(lid).confidence == near(0.75)
         assert [r.figures["confirm"] for r in led.view.adoptions] == [0.3, 0.15]
+
+
+def test_a_lasting_failure_of_what_a_lesson_prefers_puts_it_in_doubt_until_confirmed(
+        agent: Agent) -> None:
+    led = agent.ledger
+    no_conf, no_rule = "Sphinx error: no conf.py (docs)", "make: *** No rule to make target"
+    lid = agent.learn(P1, "s1", target="docs", avoid="sphinx", prefer="make:docs",
+                      error=no_conf)
+    agent.trusted(P1, lid, ["s2", "s3"], when=day(1))
+    assert led.check(P1, "make:docs", "docs", record=False).supporting == [lid]
+    # The flip, met while the form that now works only blipped: no pair to learn from.
+    led.check(P1, "make:docs", "docs", session="s4")
+    agent.outcome(P1, "s4", [fail("make:docs", no_rule, "docs"),
+                             fail("sphinx", "503 Service Unavailable", "docs")],
+                  when=day(3), passed=False)
+    row = led.lesson(lid)
+    assert (row.active, row.doubted) == (True, [P1])
+    for op in ("make:docs", "sphinx"):
+        check = led.check(P1, op, "docs", record=False)
+        assert (check.supporting, check.opposing, check.doubted) == ([], [], [lid]), op
+    assert "in doubt here" in led.check(P1, "make:docs", "docs", record=False).line
+    # A dead end seen next is the belief there; the doubted lesson contradicts it.
+    end = agent.outcome(P1, "s5", [fail("make:docs", no_rule, "docs"),
+                                   fail("mkdocs", "no mkdocs.yml", "docs")],
+                        when=day(4), passed=False)
+    avoid = next(i for i in agent.loop_lessons(end) if led.lesson(i).avoid_op == "make:docs")
+    assert led.lesson(avoid).confidence < led.lesson(lid).confidence
+    shown = {r.lesson_id: r.label for r in led.recall(P1, "build the docs", record=False).lessons}
+    assert (shown[avoid], shown[lid]) == ("trial", "contradicting")   # the belief, on trial
+    # Another project's view of it is untouched. What it avoids failing confirms it here,
+    # but the doubt stands until what it prefers works here again.
+    assert led.check(P2, "make:docs", "docs", record=False).doubted == []
+    led.check(P1, "make:docs", "docs", session="s6")
+    agent.outcome(P1, "s6", [fail("sphinx", no_conf, "docs"),
+                             fail("make:docs", "503 Service Unavailable", "docs")], when=day(5))
+    assert (led.lesson(lid).doubted, led.lesson(lid).moves[-1].type) == (
+        [P1], "lesson.confirmed")
+    led.check(P1, "make:docs", "docs", session="s6")
+    agent.outcome(P1, "s6", [ok("make:docs", "docs")], when=day(5))
+    assert led.lesson(lid).doubted == []
+    assert led.check(P1, "make:docs", "docs", record=False).supporting == [lid]
+
+
+def test_a_global_lesson_decaying_under_its_supporters_stays_where_it_still_holds(
+        agent: Agent) -> None:
+    led = agent.ledger
+    p4 = "d" * 32
+    old = {"toolchain": "1"}
+    glob = agent.learn(P1, "s1", fingerprint=old)
+    agent.learn(P2, "s2", when=day(0.1), fingerprint=old)
+    for i, project in enumerate((P3, p4)):      # the same pair, confirming the global one
+        agent.outcome(project, f"s{i + 3}", [fail(), ok()], when=day(0.2 + 0.1 * i),
+                      fingerprint=old)
+    assert led.lesson(glob).scope == "global"
+    p5 = "f" * 32
+    agent.outcome(p5, "s5", [fail(), ok()], when=day(0.4), fingerprint=old)
+    for n, project in enumerate((P1, P2, P3, p4, p5)):
+        led.check(project, PREFER, TARGET, session=f"t{n}")
+        agent.outcome(project, f"t{n}", [ok(PREFER)], when=day(1), fingerprint=old)
+    # Three projects flip (what it prefers fails there, the other form works) while p4,
+    # which nothing changed for, keeps confirming it: contradicted under the floor.
+    for d in range(2, 6):
+        for n, project in enumerate((P1, P2, P3)):
+            led.check(project, PREFER, TARGET, session=f"u{d}{n}")
+            agent.outcome(project, f"u{d}{n}", [ok(AVOID)], when=day(d))
+        led.check(p4, PREFER, TARGET, session=f"v{d}")
+        agent.outcome(p4, f"v{d}", [ok(PREFER)], when=day(d + 0.5), fingerprint=old)
+        if not led.lesson(glob).active:
+            break
+    row = led.lesson(glob)
+    assert (row.status, row.reason) == ("superseded", "decayed")
+    kept = [r for r in led.lessons(p4, record=False) if r.target == TARGET]
+    assert [(r.scope, r.avoid_op, r.prefer_op) for r in kept] == [(p4, AVOID, PREFER)]
+    assert {led.view.outcomes[o].project for o in kept[0].evidence} == {p4}
+    assert led.check(p4, PREFER, TARGET, record=False).supporting == [kept[0].lesson_id]
+    # p5 supported it too but has not used it since the contradictions began: the change
+    # may reach it as well, so it keeps nothing.
+    assert [r for r in led.lessons(p5, record=False) if r.target == TARGET] == []
+    # Known not to hold everywhere now: a second project learning it again stays local.
+    again = agent.learn(P1, "w1", when=day(9), fingerprint=old)
+    assert led.lesson(again).scope == P1
+
+
+def test_a_global_lesson_learned_under_another_fingerprint_says_nothing_there(
+        agent: Agent) -> None:
+    led = agent.ledger
+    new, old = {"toolchain": "2"}, {"toolchain": "1"}
+    glob = agent.learn(P1, "s1", fingerprint=new)
+    agent.learn(P2, "s2", when=day(1), fingerprint=new)
+    assert led.lesson(glob).scope == "global"
+    assert led.check(P3, PREFER, TARGET, record=False).supporting == [glob]
+    agent.outcome(P3, "s3", [ok("ruff", "lint")], when=day(2), fingerprint=old)
+    check = led.check(P3, PREFER, TARGET, record=False)
+    assert (check.supporting, check.opposing, check.overruled) == ([], [], [])
+    assert led.recall(P3, "run the tests", record=False).lessons == []
+    # Where it was learned, and where the project reports the same or nothing: it holds.
+    assert led.check(P1, PREFER, TARGET, record=False).supporting == [glob]
+    assert led.check("e" * 32, PREFER, TARGET, record=False).supporting == [glob]
+    agent.outcome(P3, "s4", [ok("ruff", "lint")], when=day(3), fingerprint=new)
+    assert led.check(P3, PREFER, TARGET, record=False).supporting == [glob]
+
+
+def test_a_transient_looking_error_that_recurs_word_for_word_in_three_sessions_is_lasting(
+        agent: Agent) -> None:
+    led = agent.ledger
+    timed_out = "tox: py: FAIL code 1 (commands timed out after 600s)"
+    lid = agent.learn(P1, "s1", prefer="tox")
+    agent.trusted(P1, lid, ["s2", "s3"], when=day(1))
+    for n in range(2):                    # a blip, twice: no evidence
+        led.check(P1, "tox", TARGET, session=f"t{n}")
+        agent.outcome(P1, f"t{n}", [fail("tox", timed_out), fail("tox", timed_out)],
+                      when=day(2 + n), passed=False)
+        assert (led.lesson(lid).confidence, led.lesson(lid).doubted) == (near(0.8), [])
+    # The third session running with that error, and tox never working: it is lasting.
+    led.check(P1, "tox", TARGET, session="t2")
+    agent.outcome(P1, "t2", [fail("tox", timed_out), fail("tox", timed_out)],
+                  when=day(4), passed=False)
+    row = led.lesson(lid)
+    assert (row.confidence, row.doubted) == (near(0.55), [P1])
+    # ... and teaches a settled lesson, not a tentative one.
+    led.check(P1, "tox", TARGET, session="t3")
+    turned = agent.outcome(P1, "t3", [fail("tox", timed_out), ok(AVOID)], when=day(5))
+    new = led.lesson(agent.learned_from(turned))
+    assert (new.avoid_op, new.prefer_op, new.longevity) == ("tox", AVOID, "ongoing")
+    # Once it works, the run is over: the same error next time is a blip again.
+    other = agent.learn(P2, "u1", prefer="tox")
+    for n, ops in enumerate([[fail("tox", timed_out)], [fail("tox", timed_out)],
+                             [ok("tox")], [fail("tox", timed_out)]]):
+        led.check(P2, "tox", TARGET, session=f"u{n + 2}")
+        agent.outcome(P2, f"u{n + 2}", ops, when=day(6 + n), passed=ops[0].ok)
+    assert led.lesson(other).doubted == []

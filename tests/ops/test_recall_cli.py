@@ -160,7 +160,7 @@ def test_check_is_one_line_and_records_the_lessons_it_names(
         "supporting": [lesson["lesson_id"]], "opposing": [], "failures": 0,
         "last_error": "", "line": f"pytest:root on tests: prefer (trial, 0.50: "
                                   f"{lesson['text']})",
-        "shown": [lesson["lesson_id"]], "overruled": []}
+        "shown": [lesson["lesson_id"]], "overruled": [], "doubted": []}
     code, out, _ = run(capsys, "--home", home, "check", "--project", Q, "pytest:tests/",
                        "tests")
     assert (code, out) == (0, "pytest:tests/ on tests: nothing on file\n")
