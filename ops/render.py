@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -131,3 +132,23 @@ def add_read_only(parser: Any) -> None:
         "write nothing to the home, not even a lock or a record of what was shown: for a "
         "backup or a snapshot that no process writes to (automatic on a read-only "
         "filesystem)"))
+
+
+#: The largest count or position a command takes (a log position is 64-bit).
+MOST_COUNT = (1 << 63) - 1
+
+
+def count_option(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``minimum`` to :data:`MOST_COUNT`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if not minimum <= value <= MOST_COUNT:
+            msg = f"expected a whole number from {minimum} to {MOST_COUNT}, got {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse

@@ -125,7 +125,7 @@ class HashingEmbedder:
     Deterministic across processes and machines; no model, no download. Embedding a
     short lesson takes tens of microseconds; batches are vectorised with numpy.
 
-    The default dimension, 256, was chosen by measurement (see ops/bench_recall.py):
+    The default dimension, 256, was chosen by measurement (see ops/bench/recall.py):
     against a near collision-free 8192-d hashing, the exact top 10 keeps 0.59 of its
     lessons at 128-d, 0.70 at 256-d, 0.75 at 384-d and 0.78 at 512-d. Past 256 each gain
     is small while index memory, HNSW build and query cost grow with the dimension

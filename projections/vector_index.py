@@ -81,7 +81,7 @@ Item = tuple[UUID, str, npt.ArrayLike | None]
 
 # The defaults were chosen with ``lessonledger bench recall`` and sweeps on the project's
 # 2-core machines (100k generated lessons, 256-d hashing vectors, recall@10 against exact
-# search on the same vectors); ops/bench_recall.py prints them with a reason each.
+# search on the same vectors); ops/bench/recall.py prints them with a reason each.
 #: f16 halves f32's memory and costs ~35% less build CPU at the same recall; i8 is
 #: cheaper still but its quantisation caps recall@10 near 0.96 at 100k (0.954 at ef 64).
 DEFAULT_DTYPE: Dtype = "f16"

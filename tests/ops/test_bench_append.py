@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lessonledger.ops.bench_append import run
+from lessonledger.ops.bench.append import run
 
 RATES = (
     "ours_single", "ours_batched", "raw_single", "raw_batched", "sqlite_single",

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lessonledger.ops.bench_deltas import run
+from lessonledger.ops.bench.deltas import run
 from lessonledger.ops.cli import main
 
 

@@ -8,7 +8,7 @@ import lmdb
 from lessonledger.ledger.ids import new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import EventLog, NewEvent
-from lessonledger.ops.bench_layout import layout, layout_entries
+from lessonledger.ops.bench.layout import layout, layout_entries
 
 
 def _trees(path: str) -> list[list[tuple[bytes, bytes]]]:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lessonledger.ops.bench_lifecycle import run
+from lessonledger.ops.bench.lifecycle import run
 from lessonledger.ops.cli import main
 
 RATES = (

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from lessonledger.ops.bench_recall import Corpus, lesson_texts, run
+from lessonledger.ops.bench.recall import Corpus, lesson_texts, run
 
 FIGURES = ("p50_ms", "p99_ms", "p50_cpu_ms", "p99_cpu_ms", "recall_at_10", "index_qps",
            "exact_qps", "speedup_vs_exact", "speedup_p50", "index_p50_ms", "exact_p50_ms",

@@ -19,17 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.verify import verify
-from lessonledger.ops.bench_trapworld import (
-    FAMILY_TARGETS,
-    METRICS,
-    START,
-    Tally,
-    run,
-    run_arm,
-    work_task,
-)
-from lessonledger.ops.cli import main
-from lessonledger.ops.trapworld import (
+from lessonledger.ops.bench.trapworld import (
     BROKEN_ERROR,
     FAMILIES,
     FORMS,
@@ -39,7 +29,17 @@ from lessonledger.ops.trapworld import (
     WorldConfig,
     family_config,
 )
-from lessonledger.ops.trapworld_agents import Advice, Agent, MemoryAgent, Tried
+from lessonledger.ops.bench.trapworld_agents import Advice, Agent, MemoryAgent, Tried
+from lessonledger.ops.bench.trapworld_bench import (
+    FAMILY_TARGETS,
+    METRICS,
+    START,
+    Tally,
+    run,
+    run_arm,
+    work_task,
+)
+from lessonledger.ops.cli import main
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.rules import looks_transient
 

@@ -7,7 +7,7 @@ be; the ratios set our recorder against the physical ceiling (raw LMDB puts of t
 bytes) and against eventsourcing's own SQLite module, which runs WAL with
 ``synchronous=FULL``.
 
-Run it with ``python -c "from lessonledger.ops.bench_append import run; print(run())"``.
+Run it with ``python -c "from lessonledger.ops.bench.append import run; print(run())"``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from lessonledger.ledger.ids import new_event_id
 from lessonledger.ledger.lmdb_env import DEFAULT_MAP_SIZE, acquire, release
 from lessonledger.ledger.log import EventLog, NewEvent
 from lessonledger.ledger.submission import new_event
-from lessonledger.ops.bench_layout import Entries, layout, layout_entries
+from lessonledger.ops.bench.layout import Entries, layout, layout_entries
 
 __all__ = ["run"]
 

@@ -24,7 +24,7 @@ from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.submission import new_event
-from lessonledger.ops.bench_recall import Corpus, PlanRecall
+from lessonledger.ops.bench.recall import Corpus, PlanRecall
 
 __all__ = ["ledger_recall"]
 

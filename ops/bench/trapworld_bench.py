@@ -1,7 +1,7 @@
 """``lessonledger bench trapworld``: do agents with the ledger stop repeating mistakes?
 
-Runs the trap world (:mod:`lessonledger.ops.trapworld`) once per arm
-(:mod:`lessonledger.ops.trapworld_agents`) per repeat, each arm in a fresh home, every
+Runs the trap world (:mod:`lessonledger.ops.bench.trapworld`) once per arm
+(:mod:`lessonledger.ops.bench.trapworld_agents`) per repeat, each arm in a fresh home, every
 project working one task a day, with a reconcile pass once a simulated week. The world
 is scored from its own truth, which no agent and no ledger ever reads:
 
@@ -38,8 +38,8 @@ from uuid import UUID
 
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.commands.messages import Operation
-from lessonledger.ops.trapworld import FAMILIES, FORMS, World, WorldConfig, family_config
-from lessonledger.ops.trapworld_agents import (
+from lessonledger.ops.bench.trapworld import FAMILIES, FORMS, World, WorldConfig, family_config
+from lessonledger.ops.bench.trapworld_agents import (
     ARMS,
     Advice,
     Agent,
@@ -268,7 +268,7 @@ def run(config: WorldConfig, repeats: int = 5,
         world: str | None = None) -> dict[str, Any]:
     """Every arm on ``repeats`` worlds (seeds ``seed``, ``seed + 1``, …).
 
-    ``world`` names a family (:data:`~lessonledger.ops.trapworld.FAMILIES`) whose knobs
+    ``world`` names a family (:data:`~lessonledger.ops.bench.trapworld.FAMILIES`) whose knobs
     replace ``config``'s; without it ``config`` is run as it is.
     """
     family_run = world is not None

@@ -20,7 +20,7 @@ reconcile runs once a simulated day; a lesson learned in a second project is pro
   cursor walk over the log tree decoding the same bodies, the ceiling of any fold.
 
 Every rate is the median of :data:`_REPEATS` runs. Run it with
-``python -c "from lessonledger.ops.bench_lifecycle import run; print(run())"``.
+``python -c "from lessonledger.ops.bench.lifecycle import run; print(run())"``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``lessonledger demo``: a small trap world, worked with the ledger and without it.
 
-The agent and the world are the trap-world benchmark's (:mod:`lessonledger.ops.trapworld`,
-:mod:`lessonledger.ops.trapworld_agents`), made small: three projects, a dozen sessions
+The agent and the world are the trap-world benchmark's (:mod:`lessonledger.ops.bench.trapworld`,
+:mod:`lessonledger.ops.bench.trapworld_agents`), made small: three projects, a dozen sessions
 each, one a day. With memory on, the agent works in the ledger home the demo is given
 (its recalls, checks and outcomes are real events there); with memory off, in a
 throwaway home. Nothing tells the ledger anything but the agent's outcomes: every lesson
@@ -21,10 +21,10 @@ from typing import Any
 
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ledger.verify import verify
-from lessonledger.ops.bench_trapworld import run_arm
+from lessonledger.ops.bench.trapworld import World, WorldConfig
+from lessonledger.ops.bench.trapworld_bench import run_arm
 from lessonledger.ops.config import LOG_NAME, default_home, open_log, sync_setting
 from lessonledger.ops.render import echo, printable
-from lessonledger.ops.trapworld import World, WorldConfig
 from lessonledger.projections.lessons import LessonRow
 
 __all__ = ["DEMO_WORLD", "run_demo"]

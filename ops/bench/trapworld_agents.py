@@ -39,7 +39,7 @@ from uuid import UUID
 
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import Operation
-from lessonledger.ops.trapworld import FORMS, Task
+from lessonledger.ops.bench.trapworld import FORMS, Task
 from lessonledger.projections.rules import looks_transient
 
 __all__ = ["ARMS", "Advice", "Agent", "LastErrorAgent", "MemoryAgent", "Tried"]

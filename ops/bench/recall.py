@@ -24,7 +24,7 @@ For each size (10k and 100k lessons by default, spread over 500 projects):
   5. Pass ``plan_recall`` to time the real thing over the same corpus instead; the
   result's ``plan_time`` says which was measured.
 
-Run it with ``python -c "from lessonledger.ops.bench_recall import run; print(run())"``.
+Run it with ``python -c "from lessonledger.ops.bench.recall import run; print(run())"``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Benchmarks, the trap world and the demo: what measures lessonledger against baselines."""

@@ -1,0 +1,222 @@
+"""``lessonledger demo`` and ``lessonledger bench …``: what measures the ledger.
+
+Every bench prints its figures beside a baseline measured in the same run on the same
+data (raw LMDB, eventsourcing's SQLite module, exact numpy search, a plain copy); the
+modules beside this one hold them. Imported lazily, so the CLI starts without numpy's
+benchmark paths loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from lessonledger.ops.render import count_option, print_json
+
+__all__ = ["register"]
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench.demo import run_demo
+
+    return run_demo(args.home)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    if args.json:
+        print_json(result)
+    else:
+        for key, value in result.items():
+            print(f"{key:<32}{value}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import append as bench_append
+
+    return _report(args, bench_append.run(events=args.events, replay_events=args.replay_events,
+                                          progress=_say))
+
+
+def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import lifecycle as bench_lifecycle
+
+    return _report(args, bench_lifecycle.run(commands=args.commands,
+                                             log_events=args.log_events, progress=_say))
+
+
+def _cmd_bench_recall(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from lessonledger.ops.bench import recall as bench_recall
+    from lessonledger.ops.bench.recall_home import ledger_recall
+
+    with ExitStack() as stack:
+        result = bench_recall.run(
+            sizes=tuple(args.sizes), projects=args.projects, queries=args.queries,
+            progress=_say, plan_recall=ledger_recall(stack))
+    if args.json:
+        print_json(result)
+    else:
+        for size, figures in result["sizes"].items():
+            print(size, " ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+def _cmd_bench_deltas(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import deltas as bench_deltas
+
+    return _report(args, bench_deltas.run(sessions=args.sessions,
+                                          latency_sessions=args.latency_sessions,
+                                          progress=_say))
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        msg = f"expected a fraction between 0 and 1, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _cmd_bench_trapworld(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import trapworld_bench as bench_trapworld
+    from lessonledger.ops.bench.trapworld import WorldConfig
+
+    config = WorldConfig(seed=args.seed, projects=args.projects, targets=args.targets,
+                         sessions=args.sessions, steps=args.steps, trap_rate=args.trap_rate,
+                         shared_rate=args.shared_rate, flip_rate=args.flip_rate,
+                         noise=args.noise)
+    if args.world == "all":
+        results, summary = bench_trapworld.run_all(config, repeats=args.repeats,
+                                                   progress=_say)
+    else:
+        results = [bench_trapworld.run(config, repeats=args.repeats, progress=_say,
+                                       world=args.world)]
+        summary = None
+    if args.json:
+        for result in results:
+            print_json(result)
+        if summary is not None:
+            print_json(summary)
+        return 0
+    for result in results:
+        _print_trapworld(result, bench_trapworld.METRICS)
+    if summary is not None:
+        print(f"\nevery family met every target: {'yes' if summary['met'] else 'NO'}")
+    return 0
+
+
+def _print_trapworld(result: dict[str, Any], metrics: Sequence[str]) -> None:
+    print(f"\nworld: {result['world']}")
+    arms = result["arms"]
+    print(f"{'':<32}" + "".join(f"{arm:>14}" for arm in arms))
+    for metric in metrics:
+        cells = []
+        for figures in arms.values():
+            value, spread = figures[metric], figures["spread"].get(metric)
+            cells.append("—" if value is None else
+                         f"{value:.3f}±{spread['sd']:.3f}" if spread else f"{value:.3f}")
+        print(f"{metric:<32}" + "".join(f"{c:>14}" for c in cells))
+    print(f"\n{result['config']['repeats']} repeats, {result['seconds']} s; targets:")
+    for name, met in result["met"].items():
+        print(f"  {'met ' if met else 'MISSED'} {name} {result['targets'].get(name, '')}")
+
+
+def _trapworld_parser(which: Any) -> None:
+    from lessonledger.ops.bench.trapworld import FAMILIES, WorldConfig
+
+    d = WorldConfig()
+    world = which.add_parser("trapworld", help=(
+        "agents with the ledger, with no memory and with a last-error store, in a seeded "
+        "world of traps, blips and flips"), description=(
+        "Runs a simple agent through a deterministic world of projects whose obvious "
+        "operations sometimes fail (traps), sometimes fail by bad luck (blips), and "
+        "sometimes turn over part-way (flips), with three kinds of memory. The README "
+        "explains the world and every figure."))
+    world.add_argument("--projects", type=count_option(1), default=d.projects,
+                       help=f"projects (default {d.projects})")
+    world.add_argument("--sessions", type=count_option(2), default=d.sessions,
+                       help=f"sessions per project, one a day (default {d.sessions})")
+    world.add_argument("--targets", type=count_option(1), default=d.targets,
+                       help=f"target kinds per project, of 10 (default {d.targets})")
+    world.add_argument("--steps", type=count_option(1), default=d.steps,
+                       help=f"targets per task (default {d.steps})")
+    world.add_argument("--trap-rate", type=_fraction, default=d.trap_rate,
+                       help=f"share of a local kind's targets that are traps ({d.trap_rate})")
+    world.add_argument("--shared-rate", type=_fraction, default=d.shared_rate,
+                       help=f"share of kinds whose trap is the same everywhere "
+                            f"({d.shared_rate})")
+    world.add_argument("--flip-rate", type=_fraction, default=d.flip_rate,
+                       help=f"share of traps that flip half-way ({d.flip_rate})")
+    world.add_argument("--noise", type=_fraction, default=d.noise,
+                       help=f"chance a working attempt fails transiently ({d.noise})")
+    world.add_argument("--seed", type=count_option(0), default=d.seed,
+                       help="the first repeat's seed; repeat r uses seed + r (default 0)")
+    world.add_argument("--repeats", type=count_option(1), default=5,
+                       help="worlds to run, each with every arm (default 5)")
+    world.add_argument("--world", choices=[*FAMILIES, "all"], default="default",
+                       help="the world family (README), or all of them in turn "
+                            "(default: default)")
+    world.add_argument("--json", action="store_true",
+                       help="print one JSON object (with --world all: one line per family, "
+                            "then a summary)")
+    world.set_defaults(run=_cmd_bench_trapworld)
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add demo and the benches to the CLI's sub-parsers."""
+    sub.add_parser("demo", help=(
+        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off); "
+        "in a home of its own (~/.lessonledger-demo) unless one is named"
+    )).set_defaults(run=_cmd_demo, demo=True)
+    bench = sub.add_parser("bench", help="measure against baselines in the same run")
+    which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
+                                 parser_class=parser_class)
+    append = which.add_parser("append", help=(
+        "durable appends and replay vs raw LMDB, eventsourcing SQLite and POPO"))
+    append.add_argument("--events", type=count_option(100), default=20_000,
+                        help="events per append run (default 20,000)")
+    append.add_argument("--replay-events", type=count_option(100), default=100_000,
+                        help="events to replay (default 100,000)")
+    append.add_argument("--json", action="store_true", help="print one JSON object")
+    append.set_defaults(run=_cmd_bench)
+    recall = which.add_parser("recall", help=(
+        "plan-time recall latency, and the vector index vs exact numpy search"))
+    recall.add_argument("--sizes", type=count_option(100), nargs="+", default=[10_000, 100_000],
+                        metavar="N", help="lesson counts (default 10000 100000)")
+    recall.add_argument("--projects", type=count_option(1), default=500, help="projects (500)")
+    recall.add_argument("--queries", type=count_option(10), default=2000,
+                        help="queries per size (default 2,000: enough for a p99)")
+    recall.add_argument("--json", action="store_true", help="print one JSON object")
+    recall.set_defaults(run=_cmd_bench_recall)
+    lifecycle = which.add_parser("lifecycle", help=(
+        "agent commands through the Python API on a durable home, and the lesson view "
+        "rebuilt from a long log vs replaying it"))
+    lifecycle.add_argument("--commands", type=count_option(100), default=5_000,
+                           help="queries, outcomes, proposals and reconciles per run "
+                                "(default 5,000)")
+    lifecycle.add_argument("--log-events", type=count_option(1_000), default=100_000,
+                           help="events in the log the view is rebuilt from "
+                                "(default 100,000)")
+    lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
+    lifecycle.set_defaults(run=_cmd_bench_lifecycle)
+    deltas = which.add_parser("deltas", help=(
+        "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
+        "the delta view's fold vs raw replay"))
+    deltas.add_argument("--sessions", type=count_option(1), default=2_000,
+                        help="agent sessions of traffic in the log (default 2,000)")
+    deltas.add_argument("--latency-sessions", type=count_option(1), default=100,
+                        help="sessions whose resolutions are timed (default 100)")
+    deltas.add_argument("--json", action="store_true", help="print one JSON object")
+    deltas.set_defaults(run=_cmd_bench_deltas)
+    _trapworld_parser(which)
