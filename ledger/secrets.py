@@ -76,6 +76,10 @@ _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # OpenAIDetector knows only keys with the legacy T3BlbkFJ marker.
         ("API secret key", r"\bsk-[A-Za-z0-9_-]{20,}", 0),
         ("Google API key", r"AIza[0-9A-Za-z_-]{35}\b", 0),
+        # A CURVE secret key as its key file writes it (``secret-key = "…"``).
+        ("CURVE secret key",
+         r"secret[-_ ]?key\s*[=:]\s*[\"']?[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}",
+         re.IGNORECASE),
         # KeywordDetector has no "token" or "auth" keyword (GITHUB_TOKEN=…, auth: …).
         ("Secret Keyword", r"(?:token|auth|access_?key)\s*[=:]\s*['\"]?[A-Za-z0-9/+_.-]{8,}",
          re.IGNORECASE),
@@ -90,6 +94,38 @@ _LONG_RUN = re.compile(r"\w{65,}|\s{65,}")
 #: Texts up to this long are cached: labels, keys and op names repeat from command to command.
 _CACHED_UP_TO = 256
 _NO_TEXT = frozenset({float, int, bool, UUID, datetime, type(None)})
+
+
+#: A run of Z85 characters (ZeroMQ RFC 32) long enough to hold a CURVE key.
+_Z85_RUN = re.compile(r"[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40,}")
+#: Z85 characters a sentence or a bracket puts around a word, stripped from a run's ends.
+_Z85_AROUND_START, _Z85_AROUND_END = "([{<", ".:)]}>"
+#: A 32-byte random key in Z85 has about 31 distinct characters of its 40; a word, a
+#: path or an identifier that long has far fewer.
+_Z85_DISTINCT = 24
+
+
+def _z85_key(text: str) -> bool:
+    """Whether ``text`` holds a bare 40-character Z85 CURVE key.
+
+    A secret key and a public key have the same shape, so every bare one is taken for a
+    secret: a field that holds a public key by its meaning (an access grant's
+    ``public_key``) is left out of the screen by its caller, and validated as a key.
+    A run counts when it is exactly 40 characters once brackets and sentence
+    punctuation at its ends are stripped, mixes upper and lower case, and has at least
+    :data:`_Z85_DISTINCT` distinct characters: a git hash (hex), a path or a word run
+    does not qualify.
+    """
+    for match in _Z85_RUN.finditer(text):
+        run = match.group()
+        if len(run) > 40 and run[0] in _Z85_AROUND_START:
+            run = run[1:]
+        while len(run) > 40 and run[-1] in _Z85_AROUND_END:
+            run = run[:-1]
+        if (len(run) == 40 and not run.islower() and not run.isupper()
+                and len(set(run)) >= _Z85_DISTINCT):
+            return True
+    return False
 
 
 _NPM_ANCHOR = re.compile(r"(?=/:_authToken=\s*(?:npm_.|[A-Fa-f0-9-]{36}))")
@@ -210,6 +246,7 @@ class _Detector:
             else:
                 self.patterns.append((None, name, plugin))
         self.patterns += [(pattern.search, name, None) for name, pattern in _OURS]
+        self.patterns.append((_z85_key, "CURVE key (Z85)", None))
         self.keyword_type = str(keyword.KeywordDetector.secret_type)
         self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
         # Each keyword regex holds the denylist alternation: a necessary condition.

@@ -17,7 +17,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import AnyEvent, Fingerprint, encode_event
+from lessonledger.ledger.events import AnyEvent, Fingerprint, encode_event, tag_of
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -62,6 +62,11 @@ class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(msg)
         if not _EARLIEST <= self.occurred_at < _LATEST:
             msg = f"occurred_at must be between {_EARLIEST.year} and {_LATEST.year}"
+            raise ValueError(msg)
+        if self.event.commands_only:
+            # A grant a publisher could submit for itself would be no grant at all.
+            msg = (f"a {tag_of(type(self.event))} event is decided only by the ledger's "
+                   "own access commands; use `lessonledger access grant` or `revoke`")
             raise ValueError(msg)
 
 
