@@ -84,6 +84,7 @@ __all__ = [
     "Scope",
     "SectionAnchor",
     "Signal",
+    "SubmittableEvent",
     "SkillBaseRegistered",
     "SkillResolved",
     "Text",
@@ -550,7 +551,8 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     command_digest: Digest = b""
 
 
-AnyEvent = (
+#: Every event a raw submission may carry: all but the ``commands_only`` ones.
+SubmittableEvent = (
     OutcomeObserved
     | LessonProposed
     | LessonConfirmed
@@ -572,9 +574,8 @@ AnyEvent = (
     | FactLearned
     | ConsumerDeclared
     | Erased
-    | AccessGranted
-    | AccessRevoked
 )
+AnyEvent = SubmittableEvent | AccessGranted | AccessRevoked
 
 #: Every catalogue event class.
 EVENT_CLASSES: tuple[type[_Event], ...] = AnyEvent.__args__

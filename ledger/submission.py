@@ -17,7 +17,13 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import AnyEvent, Fingerprint, encode_event, tag_of
+from lessonledger.ledger.events import (
+    COMMANDS_ONLY,
+    AnyEvent,
+    Fingerprint,
+    SubmittableEvent,
+    encode_event,
+)
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -54,7 +60,9 @@ class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     actor: Annotated[str, Meta(min_length=1, max_length=200)]
     principal: Label = ""
     session: Label = ""
-    event: AnyEvent
+    #: Never an access event (``commands_only``): a grant a publisher could submit for
+    #: itself would be no grant at all.
+    event: SubmittableEvent
 
     def __post_init__(self) -> None:
         if self.occurred_at.tzinfo is None:
@@ -62,11 +70,6 @@ class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(msg)
         if not _EARLIEST <= self.occurred_at < _LATEST:
             msg = f"occurred_at must be between {_EARLIEST.year} and {_LATEST.year}"
-            raise ValueError(msg)
-        if self.event.commands_only:
-            # A grant a publisher could submit for itself would be no grant at all.
-            msg = (f"a {tag_of(type(self.event))} event is decided only by the ledger's "
-                   "own access commands; use `lessonledger access grant` or `revoke`")
             raise ValueError(msg)
 
 
@@ -95,6 +98,10 @@ def parse_submission(data: bytes | str) -> Submission:
         if missing:
             field = f"{field}.{missing.group(1)}"
         msg = f"invalid event: {e}; fix the field and resubmit"
+        refused = next((tag for tag in sorted(COMMANDS_ONLY) if f"'{tag}'" in str(e)), None)
+        if refused is not None and field == "$.event.type":
+            msg = (f"a {refused} event is decided only by the ledger's own access commands, "
+                   "never submitted; use `lessonledger access grant` or `revoke`")
         raise InvalidEventError(msg, field) from e
     _check_fingerprint(submission.event)
     found = credential_field(submission)
