@@ -16,6 +16,7 @@ from typing import Any
 from uuid import uuid4
 
 from lessonledger.commands.access import GrantAccess, RevokeAccess, check_public_key
+from lessonledger.commands.errors import UnknownKeyError
 from lessonledger.commands.messages import checked_command, command_from
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.ops.config import keys_dir
@@ -81,6 +82,10 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     command = checked_command(command_from({
         "key": f"revoke:{uuid4()}", "key_name": args.name, "actor": args.by}, RevokeAccess))
     refuse_credentials(command)
+    with open_queries(args.home) as reader:
+        # Asked on the read side first, so an unknown name opens no writer.
+        if not any(g.key_name == args.name for g in reader.grants()):
+            raise UnknownKeyError(args.name)
     with open_lessons(args.home) as ledger:
         receipt = ledger.execute(command)
     if args.json:
