@@ -19,13 +19,18 @@ the grant of the message's User-Id on every request. The User-Id is the Z85 publ
 (pyzmq's default ``curve_user_id``).
 
 A refused key gets nothing (libzmq drops the handshake) and the hub logs one line for
-it, on the logger ``lessonledger.sync.auth``; ``on_refused`` is told too (a counter, a
-metric). pyzmq's own ZAP log goes to a child logger kept at WARNING, so it adds no line.
+it, on the logger ``lessonledger.sync.auth``. libzmq's client reconnects and tries again
+every ``reconnect_ivl`` (100 ms by default), so a key is logged once per
+:data:`LOG_EVERY` seconds, the line saying how many tries were refused since; each try
+is still refused, and ``on_refused`` is told of each (a counter, a metric). pyzmq's own
+ZAP log goes to a child logger kept at WARNING, so it adds no line.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
@@ -33,12 +38,17 @@ from typing import Self
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-__all__ = ["LOGGER", "Authenticator", "client_key", "start_authenticator"]
+__all__ = ["LOGGER", "LOG_EVERY", "Authenticator", "client_key", "start_authenticator"]
 
 #: The logger the refusals go to.
 LOGGER = logging.getLogger("lessonledger.sync.auth")
 _ZAP_LOG = LOGGER.getChild("zap")
 _ZAP_LOG.setLevel(logging.WARNING)
+#: Seconds between two log lines about the same refused key.
+LOG_EVERY = 60.0
+#: Refused keys remembered for the log's sake; past this many the memory starts afresh
+#: (a client spraying keys cannot grow it without bound).
+_REMEMBERED = 10_000
 
 
 class _Provider:
@@ -48,6 +58,9 @@ class _Provider:
                  on_refused: Callable[[bytes], None] | None) -> None:
         self.allowed = allowed
         self.on_refused = on_refused
+        self._lock = threading.Lock()
+        #: Per refused key: when it was last logged, and tries refused since.
+        self._seen: dict[bytes, tuple[float, int]] = {}
 
     def callback(self, domain: str, key: bytes) -> bool:
         try:
@@ -56,8 +69,7 @@ class _Provider:
         except Exception as e:  # the ZAP thread must answer, whatever the check did
             ok, why = False, f"checking its grant failed ({type(e).__name__}: {e})"
         if not ok:
-            LOGGER.warning("refused CURVE client key %s: %s", key.decode("ascii", "replace"),
-                           why)
+            self._log(key, why)
             if self.on_refused is not None:
                 try:
                     self.on_refused(key)
@@ -65,6 +77,20 @@ class _Provider:
                     LOGGER.exception("on_refused failed for key %s", key.decode("ascii",
                                                                                "replace"))
         return ok
+
+    def _log(self, key: bytes, why: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last, since = self._seen.get(key, (-LOG_EVERY, 0))
+            if now - last < LOG_EVERY:
+                self._seen[key] = (last, since + 1)
+                return
+            if len(self._seen) >= _REMEMBERED:
+                self._seen.clear()
+            self._seen[key] = (now, 0)
+        more = f" ({since} more tries refused since the last line)" if since else ""
+        LOGGER.warning("refused CURVE client key %s: %s%s", key.decode("ascii", "replace"),
+                       why, more)
 
 
 class Authenticator:

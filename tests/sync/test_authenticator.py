@@ -113,11 +113,11 @@ def test_an_unknown_key_gets_nothing_and_one_log_line(
         assert hub.receive() is None
         assert not stranger.poll(100), "a refused client must get no reply"
         lines = [r for r in caplog.records if r.name.startswith(LOGGER.name)]
-        # libzmq may retry the handshake after its reconnect interval; each try is one
-        # refusal, and each refusal one line naming the key.
-        assert lines, "the refusal was not logged"
-        assert all(eve[0].decode() in r.getMessage() for r in lines)
-        assert len(lines) == len(hub.refused) >= 1
+        # libzmq retries the handshake every reconnect interval: each try is refused
+        # (and told to on_refused), but the log says so once.
+        assert len(lines) == 1
+        assert eve[0].decode() in lines[0].getMessage()
+        assert hub.refused
         assert set(hub.refused) == {eve[0]}
         assert ledger.head() == head, "a refusal writes nothing"
         # Meanwhile the allowed client is served.
