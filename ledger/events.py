@@ -21,7 +21,6 @@ __all__ = [
     "ACCESS_GRANTED",
     "ACCESS_REVOKED",
     "CITES_AN_OUTCOME",
-    "COMMANDS_ONLY",
     "DELTA_APPROVED",
     "DELTA_PROPOSED",
     "ENVIRONMENT_CHANGED",
@@ -29,6 +28,7 @@ __all__ = [
     "EVENT_CLASSES",
     "EVENT_TYPES",
     "FACT_LEARNED",
+    "LEDGER_ONLY",
     "LESSON_CONFIRMED",
     "LESSON_CONTRADICTED",
     "LESSON_DEMOTED",
@@ -86,7 +86,6 @@ __all__ = [
     "Signal",
     "SkillBaseRegistered",
     "SkillResolved",
-    "SubmittableEvent",
     "Text",
     "decode_event",
     "encode_event",
@@ -147,9 +146,10 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     #: The body is about one client key (``public_key``): erasing the principal a key
     #: was granted to takes the key's other events (its revocations) too.
     names_a_key: ClassVar[bool] = False
-    #: Only a command of the ledger's own decides it, never a raw submission: a grant a
-    #: publisher could write for itself would grant nothing worth having.
-    commands_only: ClassVar[bool] = False
+    #: Only the ledger itself writes it, as the decision of a command it ran (an erasure
+    #: deletes bodies as it records them; rules and grants change what the ledger does):
+    #: a raw submission of one is refused, so no publisher can forge it.
+    ledger_only: ClassVar[bool] = False
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -321,6 +321,8 @@ class RulesAdopted(_Event, frozen=True, kw_only=True, tag="rules.adopted"):
     these was written under the default figures; each fold uses, at every position, the
     rules in force there.
     """
+
+    ledger_only: ClassVar[bool] = True
 
     version: Annotated[int, Meta(ge=0)]
     figures: dict[Name, float | int | list[Name] | dict[Name, int]] = {}
@@ -508,7 +510,7 @@ class AccessGranted(_Event, frozen=True, kw_only=True, tag="access.granted"):
 
     names_a_principal: ClassVar[bool] = True
     names_a_key: ClassVar[bool] = True
-    commands_only: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     key_name: KeyName
     public_key: PublicKey
@@ -523,7 +525,7 @@ class AccessRevoked(_Event, frozen=True, kw_only=True, tag="access.revoked"):
     """A client key may no longer connect: new connections from it are refused."""
 
     names_a_key: ClassVar[bool] = True
-    commands_only: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     key_name: KeyName
     public_key: PublicKey
@@ -540,6 +542,8 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     erasure took and a replica that applies it deletes the same bodies.
     """
 
+    ledger_only: ClassVar[bool] = True
+
     what: ErasureKind
     subject: Key
     by: Name
@@ -551,8 +555,7 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     command_digest: Digest = b""
 
 
-#: Every event a raw submission may carry: all but the ``commands_only`` ones.
-SubmittableEvent = (
+AnyEvent = (
     OutcomeObserved
     | LessonProposed
     | LessonConfirmed
@@ -574,8 +577,9 @@ SubmittableEvent = (
     | FactLearned
     | ConsumerDeclared
     | Erased
+    | AccessGranted
+    | AccessRevoked
 )
-AnyEvent = SubmittableEvent | AccessGranted | AccessRevoked
 
 #: Every catalogue event class.
 EVENT_CLASSES: tuple[type[_Event], ...] = AnyEvent.__args__
@@ -617,8 +621,6 @@ ACCESS_REVOKED: Final = tag_of(AccessRevoked)
 NAMES_A_PRINCIPAL: Final = tags_with("names_a_principal")
 #: Events about one client key.
 NAMES_A_KEY: Final = tags_with("names_a_key")
-#: Events no raw submission may carry.
-COMMANDS_ONLY: Final = tags_with("commands_only")
 #: Events about one learned delta: what erasing a delta's source takes with it.
 NAMES_A_DELTA: Final = tags_with("names_a_delta")
 #: Events about one lesson: what erasing a lesson takes.
@@ -629,6 +631,8 @@ CITES_AN_OUTCOME: Final = tags_with("cites_an_outcome")
 TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
 #: First events whose ids a command's receipt names.
 MINTS_AN_ID: Final = tags_with("mints_an_id")
+#: Events only the ledger writes: never accepted as a raw submission.
+LEDGER_ONLY: Final = tags_with("ledger_only")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(AnyEvent)

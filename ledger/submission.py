@@ -17,13 +17,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import (
-    COMMANDS_ONLY,
-    AnyEvent,
-    Fingerprint,
-    SubmittableEvent,
-    encode_event,
-)
+from lessonledger.ledger.events import LEDGER_ONLY, AnyEvent, Fingerprint, encode_event, tag_of
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -60,9 +54,7 @@ class Submission(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     actor: Annotated[str, Meta(min_length=1, max_length=200)]
     principal: Label = ""
     session: Label = ""
-    #: Never an access event (``commands_only``): a grant a publisher could submit for
-    #: itself would be no grant at all.
-    event: SubmittableEvent
+    event: AnyEvent
 
     def __post_init__(self) -> None:
         if self.occurred_at.tzinfo is None:
@@ -86,6 +78,8 @@ def parse_submission(data: bytes | str) -> Submission:
         BodyTooLargeError: the input is over :data:`MAX_SUBMISSION_BYTES`.
         CredentialEventError: a string (``$.principal``, ``$.event.text``) looks like a
             credential.
+        InvalidEventError: the event is one only the ledger writes (an erasure, the rules
+            in force), with ``field`` ``$.event.type``.
     """
     if len(data) > MAX_SUBMISSION_BYTES:
         raise BodyTooLargeError(len(data), MAX_SUBMISSION_BYTES, "$")
@@ -98,12 +92,16 @@ def parse_submission(data: bytes | str) -> Submission:
         if missing:
             field = f"{field}.{missing.group(1)}"
         msg = f"invalid event: {e}; fix the field and resubmit"
-        refused = next((tag for tag in sorted(COMMANDS_ONLY) if f"'{tag}'" in str(e)), None)
-        if refused is not None and field == "$.event.type":
-            msg = (f"a {refused} event is decided only by the ledger's own access commands, "
-                   "never submitted; use `lessonledger access grant` or `revoke`")
         raise InvalidEventError(msg, field) from e
     _check_fingerprint(submission.event)
+    # Before the credential screen: a submitted grant is refused for what it is, not
+    # for its public key, which the screen would take for a secret one.
+    kind = tag_of(type(submission.event))
+    if kind in LEDGER_ONLY:
+        msg = (f"invalid event: {kind} is written only by the ledger itself, as the result "
+               "of its own command (for an erasure, run `lessonledger erase`; for a grant, "
+               "`lessonledger access grant`)")
+        raise InvalidEventError(msg, "$.event.type")
     found = credential_field(submission)
     if found is not None:
         raise CredentialEventError(found[1], found[0])
