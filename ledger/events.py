@@ -146,6 +146,10 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     #: The body is about one client key (``public_key``): erasing the principal a key
     #: was granted to takes the key's other events (its revocations) too.
     names_a_key: ClassVar[bool] = False
+    #: Fields that hold a CURVE public key by their meaning: checked as a key by the
+    #: schema, and left out of the credential screen, which takes any bare Z85 key for a
+    #: secret one (the two look alike).
+    public_keys: ClassVar[frozenset[str]] = frozenset()
     #: Only the ledger itself writes it, as the decision of a command it ran (an erasure
     #: deletes bodies as it records them; rules and grants change what the ledger does):
     #: a raw submission of one is refused, so no publisher can forge it.
@@ -511,6 +515,7 @@ class AccessGranted(_Event, frozen=True, kw_only=True, tag="access.granted"):
     names_a_principal: ClassVar[bool] = True
     names_a_key: ClassVar[bool] = True
     ledger_only: ClassVar[bool] = True
+    public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
 
     key_name: KeyName
     public_key: PublicKey
@@ -526,6 +531,7 @@ class AccessRevoked(_Event, frozen=True, kw_only=True, tag="access.revoked"):
 
     names_a_key: ClassVar[bool] = True
     ledger_only: ClassVar[bool] = True
+    public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
 
     key_name: KeyName
     public_key: PublicKey

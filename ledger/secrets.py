@@ -361,10 +361,14 @@ def text_fields(value: object, path: str = "$",
                 yield from text_fields(item, f"{path}[{i}]")
 
 
-def credential_field(value: object, skip: Collection[str] = ()) -> tuple[str, str] | None:
-    """The first (JSON path, kind of credential) among the strings of ``value``, else None."""
-    for path, text in text_fields(value, skip=skip):
+def credential_field(value: object, skip: Collection[str] = (),
+                     path: str = "$") -> tuple[str, str] | None:
+    """The first (JSON path, kind of credential) among the strings of ``value``, else None.
+
+    ``skip`` names top-level fields left out; ``path`` is ``value``'s own JSON path.
+    """
+    for where, text in text_fields(value, path, skip=skip):
         kind = credential_in(text)
         if kind is not None:
-            return path, kind
+            return where, kind
     return None

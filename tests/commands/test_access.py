@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -195,7 +196,7 @@ def test_no_raw_submission_carries_an_access_event() -> None:
     access = {tag_of(AccessGranted), tag_of(AccessRevoked)}
     assert access <= LEDGER_ONLY
     for kind in sorted(access):
-        data = {"event_id": "00000000-0000-4000-8000-000000000001",
+        data: dict[str, Any] = {"event_id": "00000000-0000-4000-8000-000000000001",
                 "stream": "00000000-0000-4000-8000-000000000002", "version": 0,
                 "occurred_at": "2026-01-01T00:00:00Z", "actor": "eve",
                 "event": {"type": kind, "key_name": "eve", "public_key": _public_key(),
@@ -204,6 +205,12 @@ def test_no_raw_submission_carries_an_access_event() -> None:
         with pytest.raises(InvalidEventError, match="access grant") as caught:
             parse_submission(json.dumps(data))
         assert caught.value.field == "$.event.type"
+        # Its public key is left out of the screen, not its other fields.
+        data["event"]["key_name"] = "x" * 60
+        data["actor"] = "DB_PASSWORD=Tr0ub4dor-and-3"
+        with pytest.raises(InvalidEventError, match="credential") as caught:
+            parse_submission(json.dumps(data))
+        assert caught.value.field == "$.actor"
 
 
 def test_every_event_naming_a_principal_in_its_body_is_taken_by_erasing_it() -> None:
