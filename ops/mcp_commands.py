@@ -1,0 +1,38 @@
+"""``lessonledger mcp``: serve a home's ledger to an agent as MCP tools over stdio.
+
+An MCP client (Claude Code, Cursor, an agents SDK) starts this as a subprocess in the
+project's directory; the project digest is the directory's (:func:`lessonledger.project_id`)
+unless ``--project`` names one. Nothing but the protocol is written to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+
+from lessonledger.commands.messages import checked_project
+from lessonledger.ops.lesson_commands import open_lessons
+from lessonledger.ops.mcp_server import serve_stdio
+from lessonledger.ops.project import project_id
+
+__all__ = ["register"]
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    project = checked_project(args.project) if args.project else project_id(Path.cwd())
+    with open_lessons(args.home) as ledger:
+        serve_stdio(ledger, project, version=importlib.metadata.version("lessonledger"))
+    return 0
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add mcp to the CLI's sub-parsers."""
+    mcp = sub.add_parser("mcp", help=(
+        "serve the ledger to an agent as MCP tools over stdio (recall, check, "
+        "observe_outcome, propose_lesson, lessons, why)"))
+    mcp.add_argument("--project", default=None, metavar="DIGEST", help=(
+        "the project digest tools use when a call names none (default: the working "
+        "directory's, from its git remote, else its path)"))
+    mcp.set_defaults(run=_cmd_mcp)
