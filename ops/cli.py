@@ -18,6 +18,7 @@ from lessonledger.ops import (
     home_commands,
     lesson_commands,
     mcp_commands,
+    metrics_commands,
     recall_commands,
     skill_commands,
 )
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     erasure_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
     mcp_commands.register(sub, _Parser)
+    metrics_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
     return parser

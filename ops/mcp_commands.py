@@ -13,17 +13,30 @@ from pathlib import Path
 from typing import Any
 
 from lessonledger.commands.messages import checked_project
+from lessonledger.ops.config import open_log
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.mcp_server import serve_stdio
+from lessonledger.ops.metrics import Instruments, LedgerCollector, MeteredLedger
+from lessonledger.ops.metrics_commands import address, serving
 from lessonledger.ops.project import project_id
+from prometheus_client import CollectorRegistry
 
 __all__ = ["register"]
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     project = checked_project(args.project) if args.project else project_id(Path.cwd())
+    version = importlib.metadata.version("lessonledger")
     with open_lessons(args.home) as ledger:
-        serve_stdio(ledger, project, version=importlib.metadata.version("lessonledger"))
+        if args.metrics is None:
+            serve_stdio(ledger, project, version=version)
+            return 0
+        registry = CollectorRegistry()
+        metered = MeteredLedger(ledger, Instruments(registry))
+        with open_log(args.home) as log:
+            registry.register(LedgerCollector(log, ledger, home=args.home))
+            with serving(registry, *args.metrics):
+                serve_stdio(metered, project, version=version)
     return 0
 
 
@@ -35,4 +48,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     mcp.add_argument("--project", default=None, metavar="DIGEST", help=(
         "the project digest tools use when a call names none (default: the working "
         "directory's, from its git remote, else its path)"))
+    mcp.add_argument("--metrics", type=address, default=None, metavar="HOST:PORT", help=(
+        "also serve Prometheus metrics there: the home's, and the requests this server "
+        "answered, refused and timed (see `lessonledger metrics`)"))
     mcp.set_defaults(run=_cmd_mcp)
