@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from lessonledger.ops import (
+    completion_commands,
     erasure_commands,
     home_commands,
     lesson_commands,
@@ -26,7 +27,7 @@ from lessonledger.ops.bench import commands as bench_commands
 from lessonledger.ops.config import HOME_ENV, default_home
 from lessonledger.ops.failures import failure
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     skill_commands.register(sub, _Parser)
     mcp_commands.register(sub, _Parser)
     metrics_commands.register(sub, _Parser)
+    completion_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
     return parser
@@ -77,6 +79,11 @@ def _describe(parser: argparse.ArgumentParser) -> None:
             for child in action.choices.values():
                 _home_option(child, argparse.SUPPRESS)
                 _describe(child)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, every verb wired (what completion scripts are made from)."""
+    return _parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
