@@ -15,16 +15,19 @@ from typing import Any
 from lessonledger.commands.messages import checked_project
 from lessonledger.ops.config import open_log
 from lessonledger.ops.lesson_commands import open_lessons
-from lessonledger.ops.mcp_server import serve_stdio
-from lessonledger.ops.metrics import Instruments, LedgerCollector, MeteredLedger
-from lessonledger.ops.metrics_commands import address, serving
+from lessonledger.ops.metrics_commands import address
 from lessonledger.ops.project import project_id
-from prometheus_client import CollectorRegistry
 
 __all__ = ["register"]
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
+    # Imported here: the SDK takes most of a second to import, which no other verb needs.
+    from lessonledger.ops.mcp_server import serve_stdio
+    from lessonledger.ops.metrics import Instruments, LedgerCollector, MeteredLedger
+    from lessonledger.ops.metrics_commands import serving
+    from prometheus_client import CollectorRegistry
+
     project = checked_project(args.project) if args.project else project_id(Path.cwd())
     version = importlib.metadata.version("lessonledger")
     with open_lessons(args.home) as ledger:

@@ -16,61 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
-from uuid import UUID
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
 import mcp.types as types
 import msgspec
-from lessonledger.commands.audit import Why
 from lessonledger.commands.messages import (
-    AnyCommand,
     ObserveOutcome,
     ProposeLesson,
     checked_project,
     command_from,
 )
 from lessonledger.commands.queries import CheckQuery, LessonsQuery, RecallQuery, WhyQuery
-from lessonledger.commands.recall import Check
-from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import Scope
 from lessonledger.ops.failures import failure
-from lessonledger.projections.lessons import LessonRow
-from lessonledger.projections.recall import Recall
+from lessonledger.ops.ledger_api import LedgerApi
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from msgspec import Meta, Struct
 
-__all__ = ["TOOLS", "LedgerApi", "Tool", "build_server", "call_tool", "serve_stdio",
+__all__ = ["TOOLS", "Tool", "build_server", "call_tool", "serve_stdio",
            "tool_schema"]
-
-
-class LedgerApi(Protocol):
-    """What the tools call: a ledger's queries and ``execute``, wherever it runs."""
-
-    def recall(self, project: str, query: str, *, session: str = "", actor: str = "agent",
-               principal: str = "") -> Recall:
-        """The prompt section for a query (recorded as shown to the session)."""
-
-    def check(self, project: str, operation: str, target: str, *, session: str = "",
-              actor: str = "agent", principal: str = "") -> Check:
-        """What is on file for an operation on a target."""
-
-    def lessons(self, project: str, *, session: str = "", actor: str = "agent",
-                principal: str = "") -> list[LessonRow]:
-        """The active lessons of a project and the global ones."""
-
-    def find_lesson(self, text: str) -> UUID:
-        """A lesson's id from its full form or a unique prefix."""
-
-    def why(self, lesson_id: UUID, *, project: str | None = None,
-            query: str | None = None) -> Why:
-        """A lesson's story, and its recall verdict for a project and query."""
-
-    def execute(self, command: AnyCommand) -> Receipt:
-        """Run one command in one write transaction."""
 
 
 #: What a tool answers: the text shown to the model, and the same as structured content.

@@ -35,7 +35,7 @@ from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import ERASED, Erased, decode_event
 from lessonledger.ledger.log import Record
 from lessonledger.ledger.verify import VerifyReport, verify
-from lessonledger.ops.mcp_server import LedgerApi
+from lessonledger.ops.ledger_api import LedgerApi
 from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.recall import Recall
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -253,7 +253,7 @@ class Instruments:
 class MeteredLedger:
     """A ledger whose every request is counted and timed in :class:`Instruments`.
 
-    It has the ledger's methods (:class:`~lessonledger.ops.mcp_server.LedgerApi`), so
+    It has the ledger's methods (:class:`~lessonledger.ops.ledger_api.LedgerApi`), so
     it stands wherever the ledger does: the MCP server serves one.
     """
 
