@@ -76,8 +76,9 @@ class _Counts:
     by_type: collections.Counter[str] = field(default_factory=collections.Counter)
     erasures: collections.Counter[str] = field(default_factory=collections.Counter)
     erased: set[int] = field(default_factory=set)
-    #: The last Erased record read (position, time, what, subject): the next record of
-    #: the same erasure, split for size, follows it at once with the same four.
+    #: The last Erased record read (position, time, what, subject). An erasure too big
+    #: for one record is split into several, appended in one call: consecutive, with one
+    #: ``recorded_at``, which no two transactions share; so the next part is told exactly.
     last_erasure: tuple[int, int, str, str] | None = None
 
     def add(self, record: Record) -> None:
@@ -145,6 +146,15 @@ class LedgerCollector:
         """Nothing: registering must not read the log (prometheus calls describe then)."""
         return []
 
+    def catch_up(self) -> int:
+        """Count the log up to its head now; the head.
+
+        Each scrape does this for what was appended since the last; a server calls it
+        once before listening, so that its first scrape does not read a long log whole.
+        """
+        with self._lock:
+            return self._catch_up().head
+
     def _catch_up(self) -> _Counts:
         counts = self._counts
         head = self._log.head()
@@ -159,8 +169,7 @@ class LedgerCollector:
     def collect(self) -> Iterator[Metric]:
         """The metric families, every count as of one head."""
         with self._lock:
-            counts = self._catch_up()
-            yield from _log_families(counts)
+            yield from _log_families(self._catch_up())
         yield from _lesson_families(self._lessons.catalogue(everything=True))
         if self._home is not None:
             size = sum(p.stat().st_size for p in self._home.rglob("*") if p.is_file())

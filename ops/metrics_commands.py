@@ -73,7 +73,9 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
             open_queries(args.home, read_only=args.read_only) as reader:
         verifier = Verifier(log, args.verify_every).start()
         registry = CollectorRegistry()
-        registry.register(LedgerCollector(log, reader, home=args.home, verifier=verifier))
+        collector = LedgerCollector(log, reader, home=args.home, verifier=verifier)
+        collector.catch_up()
+        registry.register(collector)
         try:
             with serving(registry, args.bind, args.port):
                 _until_stopped()
