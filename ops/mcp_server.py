@@ -7,7 +7,8 @@ already checks (:mod:`lessonledger.commands.messages` for the two commands,
 from what the ledger accepts. A refusal is a tool error (``isError``) whose text is
 the line the command line prints for it (:func:`lessonledger.ops.failures.failure`).
 
-The server works on any object with the ledger's methods (:class:`LedgerApi`): a local
+The server works on any object with the ledger's methods
+(:class:`~lessonledger.ops.ledger_api.LedgerApi`): a local
 :class:`~lessonledger.commands.ledger.Ledger`, or a client of a hub. Each call runs in a
 worker thread, as the ledger's calls block (LMDB, fsync); the ledger serialises them.
 """
@@ -52,11 +53,13 @@ class Tool:
     name: str
     kind: type[Struct]
     run: Callable[[LedgerApi, Any, str], Answer]
+    #: What a model should know to call it well, beyond what the type says.
+    hint: str = ""
 
     @property
     def description(self) -> str:
-        """The type's docstring: what the tool does, in the ledger's own words."""
-        return (self.kind.__doc__ or self.name).strip()
+        """The type's docstring (what it is, in the ledger's own words), then the hint."""
+        return " ".join([*(self.kind.__doc__ or "").split(), *self.hint.split()])
 
 
 def _builtins(value: object) -> dict[str, Any]:
@@ -138,10 +141,15 @@ def _command(kind: type[ObserveOutcome | ProposeLesson]
 
 
 TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
-    Tool("recall", RecallQuery, _recall),
-    Tool("check", CheckQuery, _check),
-    Tool("observe_outcome", _arguments_of(ObserveOutcome), _command(ObserveOutcome)),
-    Tool("propose_lesson", _arguments_of(ProposeLesson), _command(ProposeLesson)),
+    Tool("recall", RecallQuery, _recall, "Call it before planning; the text answered is "
+         "the section to read. What it shows is in play for the session's outcome."),
+    Tool("check", CheckQuery, _check, "Call it before a risky operation."),
+    Tool("observe_outcome", _arguments_of(ObserveOutcome), _command(ObserveOutcome),
+         "Call it when a task ends, with every operation tried in order, failed ones "
+         "included: a failure then a success on one target teaches a lesson. The same "
+         "key again writes nothing (a safe retry)."),
+    Tool("propose_lesson", _arguments_of(ProposeLesson), _command(ProposeLesson),
+         "Give as evidence the outcome ids (from observe_outcome) that show it."),
     Tool("lessons", LessonsQuery, _lessons),
     Tool("why", WhyQuery, _why),
 )}
