@@ -245,7 +245,8 @@ class Instruments:
             "requests refused, by kind and error (nothing of them was written)"),
             ["kind", "error"], registry=registry)
         self.commit_seconds = Histogram("lessonledger_commit_seconds", (
-            "a write transaction: decide, append, the policies, commit (fsync)"),
+            "a command from its checks to its commit: the secret scan, decide, append, the "
+            "policies, fsync"),
             buckets=_LATENCY, registry=registry)
         self.batch_size = Histogram("lessonledger_commit_batch_size", (
             "commands written in one write transaction"), buckets=_BATCH,
