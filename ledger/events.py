@@ -36,6 +36,7 @@ __all__ = [
     "MINTS_AN_ID",
     "NAMES_A_DELTA",
     "NAMES_A_LESSON",
+    "NAMES_A_PRINCIPAL",
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
     "SKILL_REGISTERED",
@@ -127,6 +128,14 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     mints_an_id: ClassVar[bool] = False
     #: The body is about one learned delta (``delta_id``): erasing it takes the event.
     names_a_delta: ClassVar[bool] = False
+    #: The body names a person (a principal or an actor) in a field of its own, beyond
+    #: the envelope's actor and principal: :meth:`principals` says whom. A
+    #: subject-access export takes such an event for each of them.
+    names_a_principal: ClassVar[bool] = False
+
+    def principals(self) -> frozenset[str]:
+        """The people the body itself names (empty unless ``names_a_principal``)."""
+        return frozenset()
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -383,33 +392,48 @@ class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
     """A staged (or orphaned) delta becomes active, against the base digest named."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_principal: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
     command_digest: Digest = b""
 
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
+
 
 class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     """A staged delta is refused."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_principal: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     reason: Text = ""
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
 
 
 class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     """An active delta is reverted; kept in history."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_principal: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     reason: Text = ""
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
 
 
 class DeltaRestaged(_Event, frozen=True, kw_only=True, tag="delta.restaged"):
@@ -470,6 +494,8 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     erasure took and a replica that applies it deletes the same bodies.
     """
 
+    names_a_principal: ClassVar[bool] = True
+
     what: ErasureKind
     subject: Key
     by: Name
@@ -479,6 +505,10 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     #: ``commands.handlers.command_digest``): a retry under the same key must match it.
     #: Empty when a policy decided the event, or an older ledger wrote it.
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who erased (``by``), and whose data it was when a principal was erased."""
+        return frozenset((self.by, self.subject) if self.what == "principal" else (self.by,))
 
 
 AnyEvent = (
@@ -544,6 +574,8 @@ NAMES_A_DELTA: Final = tags_with("names_a_delta")
 NAMES_A_LESSON: Final = tags_with("names_a_lesson")
 #: Events crediting or blaming a lesson on an outcome: what erasing the outcome takes.
 CITES_AN_OUTCOME: Final = tags_with("cites_an_outcome")
+#: Events whose bodies name a person beyond their envelope (``_Event.principals``).
+NAMES_A_PRINCIPAL: Final = tags_with("names_a_principal")
 #: Events the policies react to.
 TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
 #: First events whose ids a command's receipt names.

@@ -18,6 +18,7 @@ import msgspec
 from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ops import (
     erasure_commands,
+    export_commands,
     home_commands,
     lesson_commands,
     recall_commands,
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
+    export_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
