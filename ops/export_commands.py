@@ -244,7 +244,7 @@ def _check_target(target: Path) -> None:
     check_home_file(target)
     if is_home(target) or (target.exists() and (not target.is_dir() or any(target.iterdir()))):
         msg = (f"{target} is not a new or empty directory; an import makes a new home, "
-               "never adds to one: pass a path that does not exist yet")
+               "never adds to one: pass a path that does not exist yet; nothing was written")
         raise ImportTargetError(msg)
 
 
