@@ -72,7 +72,8 @@ def confidence_chart(title: str, steps: Sequence[tuple[int, str, float]], path: 
 
     Args:
         title: the lesson's id and text, for the heading.
-        steps: each move as ``(recorded_at ns, event type, confidence after it)``.
+        steps: each move as ``(occurred_at ns, event type, confidence after it)``: the
+            publisher's clock, on which the lesson's own clocks run.
         path: where, ``.png`` or ``.svg``.
     """
     figure = require()(figsize=(8, 4), layout="constrained")
@@ -87,8 +88,9 @@ def confidence_chart(title: str, steps: Sequence[tuple[int, str, float]], path: 
                          s=60, color=colour, label=f"{label} ({len(marked)})", zorder=3)
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("confidence")
-    axes.set_xlabel("recorded at (UTC)")
-    axes.set_title(title[:90], parse_math=False)
+    axes.set_xlabel("occurred at (UTC)")
+    axes.set_title(title if len(title) <= 80 else title[:79] + "…", fontsize=10,
+                   parse_math=False)
     axes.legend(loc="lower right")
     figure.autofmt_xdate()
     _save(figure, path)
@@ -121,7 +123,10 @@ def arms_chart(results: Sequence[dict[str, Any]], path: Path,
                     xs.append(w + (i - (len(arms) - 1) / 2) * width)
                     ys.append(figures[metric])
                     errs.append(figures["spread"].get(metric, {}).get("sd", 0.0))
-            axes.bar(xs, ys, width, yerr=errs, label=arm, capsize=2)
+            bars = axes.bar(xs, ys, width, yerr=errs, label=arm, capsize=2)
+            # The figure on each bar: a zero (no repeat at all) is a result, not a gap.
+            axes.bar_label(bars, fmt="%.2f", fontsize=7)
+        axes.set_ylim(bottom=0, top=max(axes.get_ylim()[1], 0.05) * 1.1)
         axes.set_title(metric.replace("_", " "), fontsize=9)
         axes.set_xticks(range(len(worlds)), worlds, fontsize=8, rotation=30 if len(worlds) > 2
                         else 0)

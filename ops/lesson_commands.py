@@ -102,15 +102,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
         charts.require()  # before any work: a missing extra is refused in one line
     with open_queries(args.home, read_only=args.read_only) as reader:
         row = reader.lesson(reader.find_lesson(args.lesson))
-        steps = [(s.recorded_at, s.type, s.confidence)
+        steps = [(s.occurred_at, s.type, s.confidence)
                  for s in reader.why(row.lesson_id).steps] if chart is not None else []
     if chart is not None:
-        charts.confidence_chart(f"{row.lesson_id}: {row.text}", steps, chart)
+        charts.confidence_chart(f"{str(row.lesson_id)[:8]}: {row.text}", steps, chart)
     if args.json:
         print_json(row_json(row, moves=True))
         return 0
-    if chart is not None:
-        echo(f"chart of its confidence written to {chart}")
     echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
     echo(f"  {row.text}")
     echo(f"  {row.kind}: avoid {row.avoid_op or '-'}  prefer {row.prefer_op or '-'}  "
@@ -123,6 +121,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         cited = f" outcome {move.outcome}" if move.outcome else ""
         echo(f"    @{move.position:<8} {move.type:<20} -> {move.confidence:.2f}{cited} "
              f"{move.note}")
+    if chart is not None:
+        echo(f"  chart of its confidence over time: {chart}")
     return 0
 
 

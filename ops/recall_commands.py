@@ -124,12 +124,14 @@ def why_json(story: Why) -> dict[str, Any]:
     """A lesson's story as ``why --json`` prints it.
 
     The lesson's clocks are ISO times as in ``lessons show --json``; each step's
-    ``recorded_at`` is an ISO time too, with its exact nanoseconds in ``recorded_at_ns``
-    (the ledger's clock, as ``log --json`` gives it).
+    ``recorded_at`` (the ledger's clock) and ``occurred_at`` (the publisher's) are ISO
+    times too, each with its exact nanoseconds beside it (``recorded_at_ns``), as
+    ``log --json`` gives them.
     """
     data: dict[str, Any] = msgspec.to_builtins(story)
     data["lesson"] = row_json(story.lesson, moves=True)
-    data["steps"] = [{**step, **time_fields("recorded_at", step["recorded_at"])}
+    data["steps"] = [{**step, **time_fields("recorded_at", step["recorded_at"]),
+                      **time_fields("occurred_at", step["occurred_at"])}
                      for step in data["steps"]]
     return data
 
