@@ -60,7 +60,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         kinds = {step["type"] for step in json.loads(story)["steps"]}
         if {"lesson.confirmed", "lesson.contradicted"} <= kinds:
             return home, lesson_id
-    raise AssertionError("the demo has a lesson confirmed and then contradicted")
+    msg = "the demo has a lesson confirmed and then contradicted"
+    raise AssertionError(msg)
 
 
 def test_a_lessons_confidence_is_drawn_as_png_and_svg(
