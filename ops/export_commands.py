@@ -95,7 +95,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         start, last = selection.start or 1, min(selection.stop or head, head)
         chain = next((r.stored.link for r in rows(log, last, last)), GENESIS)
         now = time.time_ns()
-        header = Header(format=FORMAT, log=log.name, head=head, last=last, chain=chain.hex(),
+        header = Header(format=FORMAT, log_name=log.name, head=head, last=last, chain=chain.hex(),
                         selection=selection, envelopes=args.include_envelopes,
                         exported_at=timestamp(now), exported_at_ns=now)
         # No bar when the lines themselves go to the terminal.
@@ -171,8 +171,8 @@ def _header(number: int, line: bytes) -> Header:
     if header.format != FORMAT:
         raise BadExportError(number, f"export format {header.format}, this version reads "
                              f"format {FORMAT}; import it with the version that wrote it")
-    if not _LOG_NAMES.match(header.log):
-        raise BadExportError(number, f"log name {header.log!r} is not one a home holds")
+    if not _LOG_NAMES.match(header.log_name):
+        raise BadExportError(number, f"log name {header.log_name!r} is not one a home holds")
     if not header.envelopes:
         raise BadExportError(number, "the export was written without --include-envelopes, "
                              "so it holds no stored form to replay; export again with it")
@@ -250,7 +250,7 @@ def _check_target(target: Path) -> None:
 
 def _restore(path: Path, target: Path, header: Header, events: int) -> tuple[int, int]:
     """Write the checked export into a new home and fold its views; (head, lessons)."""
-    with open_log(target, create=True, name=header.log) as log:
+    with open_log(target, create=True, name=header.log_name) as log:
         with open(path, "rb") as f, bar("import: write", events) as shown, \
                 log.writing() as writing:
             link: bytes = GENESIS
@@ -266,7 +266,7 @@ def _restore(path: Path, target: Path, header: Header, events: int) -> tuple[int
                 raise BadExportError(0, f"{path} changed while it was imported; import "
                                      "it again once nothing writes to it")
         lessons = 0
-        if header.log == LOG_NAME:
+        if header.log_name == LOG_NAME:
             runner = Runner(registry(), ViewStore(log.home))
             # Folded from position 0 as `rebuild` does, and saved: the first query has
             # nothing left to fold.

@@ -60,7 +60,8 @@ class Header(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The export's first line: what it holds, and the chain link it ends at."""
 
     format: int
-    log: str
+    #: The log's name (``log`` in the file).
+    log_name: str = msgspec.field(name="log")
     head: int
     last: int
     chain: str
