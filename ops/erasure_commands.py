@@ -63,7 +63,8 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     pending = ""
     if not args.no_compact:
         try:
-            compacted = compact(str(args.home))
+            with bar(f"compact {args.home}", quiet=args.json):
+                compacted = compact(str(args.home))
         except HomeBusyError as e:
             pending = str(e)
     if args.json:
