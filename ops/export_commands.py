@@ -203,6 +203,16 @@ def _row(number: int, line: bytes, position: int, previous: bytes) -> Row:
     return row
 
 
+def _erased_by(number: int, row: Row) -> list[int]:
+    """The positions an ``Erased`` event took: none of them may carry a body."""
+    try:
+        event = decode_event(row.record.payload or b"")
+    except msgspec.DecodeError:
+        raise BadExportError(number, f"the erasure at position {row.envelope.position} "
+                             "does not decode; the export was edited or damaged") from None
+    return event.positions if isinstance(event, Erased) else []
+
+
 def _checked(path: Path) -> tuple[Header, int]:
     """Read the whole export and check it (see the module's docstring); write nothing.
 
@@ -225,14 +235,13 @@ def _checked(path: Path) -> tuple[Header, int]:
             if row.stored.body is not None:
                 bodies.add(position)
                 if row.envelope.type == ERASED:
-                    event = decode_event(row.record.payload or b"")
-                    taken.update(event.positions if isinstance(event, Erased) else ())
+                    taken.update(_erased_by(number, row))
             shown.advance()
     if header is None:
         raise BadExportError(0, f"{path} is empty; pass a file `lessonledger export` wrote")
     if position != header.last or previous.hex() != header.chain:
         raise BadExportError(number, f"the export ends at position {position}, its header "
-                             f"says {header.last}: lines are missing (cut short?)")
+                             f"says {header.last}: lines are missing (cut short?) or added")
     resurrected = sorted(bodies & taken)
     if resurrected:
         raise BadExportError(0, f"position {resurrected[0]} carries a body its erasure "
@@ -278,6 +287,8 @@ def _restore(path: Path, target: Path, header: Header, events: int) -> tuple[int
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    if not args.file.is_file():
+        raise BadExportError(0, f"no export file at {args.file}; check the path")
     _check_target(args.into)
     header, events = _checked(args.file)
     made = not args.into.exists()

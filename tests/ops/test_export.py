@@ -312,6 +312,10 @@ def test_a_cut_short_or_edited_export_is_refused(small: Path, tmp_path: Path,
     swapped.write_bytes(b"".join([rows[0], rows[2], rows[1], *rows[3:]]))
     _refused(capsys, swapped, into, "position 1 was due")
     _refused(capsys, _edit(small, 0, lambda s: "{}\n"), into, "not a lessonledger export")
+    _refused(capsys, tmp_path / "nope.jsonl", into, "no export file")
+    extra = tmp_path / "extra.jsonl"
+    extra.write_bytes(text + rows[-1])
+    _refused(capsys, extra, into, "position")
 
 
 def test_an_erased_body_put_back_is_refused(tmp_path: Path,
