@@ -141,6 +141,8 @@ def checked_stored(position: int, previous: bytes, stored: bytes, link: bytes,
     if envelope.position != position:
         raise ReplayMismatchError(position, f"the envelope there is position "
                                   f"{envelope.position} (events missing or reordered)")
+    if len(envelope.event_id) not in (0, 16) or len(envelope.stream) > 3 + MAX_STREAM_ID_BYTES:
+        raise ReplayMismatchError(position, "its event id or stream id is not one a log stores")
     if encode_envelope(envelope) != stored:
         raise ReplayMismatchError(position, "the envelope is not in its canonical form")
     if chain_link(previous, stored) != link:

@@ -203,6 +203,19 @@ def _row(number: int, line: bytes, position: int, previous: bytes) -> Row:
     return row
 
 
+def _once(number: int, row: Row, keys: set[tuple[bytes, int]]) -> None:
+    """Refuse an event whose id or stream version an earlier one of the export took."""
+    envelope = row.envelope
+    # -2**64 is no stream version (those are 64-bit): an id's key never equals a stream's.
+    taken = [(envelope.stream, envelope.version)]
+    taken += [(envelope.event_id, -1 << 64)] if envelope.event_id else []
+    for key in taken:
+        if key in keys:
+            raise BadExportError(number, f"position {envelope.position} repeats an earlier "
+                                 "event's id or stream version; the export was edited")
+        keys.add(key)
+
+
 def _erased_by(number: int, row: Row) -> list[int]:
     """The positions an ``Erased`` event took: none of them may carry a body."""
     try:
@@ -222,6 +235,8 @@ def _checked(path: Path) -> tuple[Header, int]:
     position = number = 0
     taken: set[int] = set()
     bodies: set[int] = set()
+    # Each event id and stream version once, as the log's indexes require.
+    keys: set[tuple[bytes, int]] = set()
     header: Header | None = None
     with path.open("rb") as f, bar("import: check", quiet=False) as shown:
         for number, line in _lines(f):
@@ -232,6 +247,7 @@ def _checked(path: Path) -> tuple[Header, int]:
             position += 1
             row = _row(number, line, position, previous)
             previous = row.stored.link
+            _once(number, row, keys)
             if row.stored.body is not None:
                 bodies.add(position)
                 if row.envelope.type == ERASED:

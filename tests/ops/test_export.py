@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from lessonledger.commands.erasure import NothingToEraseError
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.commands.messages import Operation
+from lessonledger.ledger.envelope import chain_link, decode_envelope, encode_envelope
 from lessonledger.ledger.events import EVENT_CLASSES, NAMES_A_PRINCIPAL, tag_of
 from lessonledger.ops.bench.trapworld import World, WorldConfig
 from lessonledger.ops.bench.trapworld_bench import run_arm
@@ -316,6 +317,39 @@ def test_a_cut_short_or_edited_export_is_refused(small: Path, tmp_path: Path,
     extra = tmp_path / "extra.jsonl"
     extra.write_bytes(text + rows[-1])
     _refused(capsys, extra, into, "position")
+
+
+def _forged(path: Path, change: Any) -> Path:
+    """The export with one envelope changed and every link after it recomputed.
+
+    What a forger who can write the file can do (the chain has no key): only what the
+    stored events say can refuse it.
+    """
+    header, *events = lines(path)
+    previous = bytes(32)
+    for event in events:
+        stored = event["stored"]
+        envelope = decode_envelope(base64.b64decode(stored["envelope"]))
+        envelope = change(envelope, event["position"])
+        raw = encode_envelope(envelope)
+        previous = chain_link(previous, raw)
+        stored["envelope"] = base64.b64encode(raw).decode()
+        stored["link"] = base64.b64encode(previous).decode()
+        event["event_id"] = envelope.event_id.hex()
+    header[HEADER_KEY]["chain"] = previous.hex()
+    forged = path.with_name("forged.jsonl")
+    forged.write_text("".join(json.dumps(e) + "\n" for e in [header, *events]))
+    return forged
+
+
+def test_a_forged_chain_repeating_an_event_id_is_refused(
+        small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = {e["position"]: bytes.fromhex(e["event_id"]) for e in lines(small)[1:]}
+    same = _forged(small, lambda envelope, position: envelope)
+    assert run(capsys, "import", same, "--into", tmp_path / "same")[0] == 0, "the helper forges"
+    again = _forged(small, lambda envelope, position: msgspec.structs.replace(
+        envelope, event_id=ids[1]) if position == 2 else envelope)
+    _refused(capsys, again, tmp_path / "new", "repeats an earlier event's id")
 
 
 def test_an_erased_body_put_back_is_refused(tmp_path: Path,
