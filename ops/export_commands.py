@@ -118,10 +118,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _output(path: Path | None) -> Iterator[IO[str]]:
     """Standard output, or ``path``: written beside it, renamed into place when whole.
 
-    So a failed export never leaves a file that looks complete.
+    So a failed export never leaves a file that looks complete. A path that is there and
+    is not a regular file (``/dev/null``, a pipe, a terminal) is written as it is: a
+    rename would put a file in the device's place.
     """
     if path is None:
         yield sys.stdout
+        return
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as f:
+            yield f
         return
     partial = path.with_name(path.name + ".partial")
     try:

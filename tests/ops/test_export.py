@@ -13,7 +13,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -398,6 +401,22 @@ def test_the_target_must_be_new_or_empty(small: Path, tmp_path: Path,
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run(capsys, "import", small, "--into", empty)[0] == 0
+
+
+def test_an_export_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(
+        small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As to /dev/null: written as it is, never replaced by a file renamed over it.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, _, err = run(capsys, "--home", tmp_path / "home", "export", "-o", fifo)
+    reader.join(timeout=60)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert len(got[0].splitlines()) == len(lines(small))
+    assert not fifo.with_name("pipe.partial").exists()
 
 
 def test_export_options_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str],
