@@ -17,9 +17,10 @@ form says, or the line was edited.
 Which events a selection takes (:func:`selected`):
 
 - ``principal P`` (a subject-access export): every event whose envelope names P as its
-  principal or its actor, or whose body names P (``names_a_principal``: an erasure of P,
-  or one P made; a delta P approved, rejected or archived). A body that is erased names
-  no one any more: such an event is taken only by its envelope.
+  principal or its actor, or whose body names P (``names_a_person``: a grant to P, an
+  erasure of P or one P made, a delta P approved, rejected or archived). A body that is
+  erased names no one any more: such an event is taken only by its envelope. A
+  revocation of a key granted to P names only the key, and is not taken.
 - ``project P``: every event whose envelope's scope is P.
 - ``from N`` / ``to M``: positions N to M.
 """
@@ -31,7 +32,7 @@ from typing import Any
 
 import msgspec
 from lessonledger.ledger.envelope import SALT_BYTES, Envelope, decode_envelope
-from lessonledger.ledger.events import NAMES_A_PRINCIPAL, decode_event
+from lessonledger.ledger.events import NAMES_A_PERSON, decode_event
 from lessonledger.ledger.log import EventLog, Record
 from lessonledger.ops.render import record_json
 
@@ -117,7 +118,7 @@ def event_line(row: Row, *, envelopes: bool) -> dict[str, Any]:
 def _named_in_body(row: Row) -> frozenset[str]:
     """The people an event's body names beyond its envelope (none once it is erased)."""
     record = row.record
-    if record.payload is None or row.envelope.type not in NAMES_A_PRINCIPAL:
+    if record.payload is None or row.envelope.type not in NAMES_A_PERSON:
         return frozenset()
     try:
         return decode_event(record.payload).principals()

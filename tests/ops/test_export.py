@@ -24,13 +24,15 @@ from typing import Any
 import msgspec
 import msgspec.inspect
 import pytest
+import zmq
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from lessonledger.commands.access import GrantAccess
 from lessonledger.commands.erasure import NothingToEraseError
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.commands.messages import Operation
 from lessonledger.ledger.envelope import chain_link, decode_envelope, encode_envelope
-from lessonledger.ledger.events import EVENT_CLASSES, NAMES_A_PRINCIPAL, tag_of
+from lessonledger.ledger.events import EVENT_CLASSES, NAMES_A_PERSON, tag_of
 from lessonledger.ops.bench.trapworld import World, WorldConfig
 from lessonledger.ops.bench.trapworld_bench import run_arm
 from lessonledger.ops.cli import main
@@ -180,13 +182,17 @@ def _fill(home: Path, steps: list[Step]) -> None:
                                               payload="Rank the oldest first.",
                                               provenance="user_instruction", **fields)
                 ledger.skills.approve([delta.ids["delta_id"]], **{**fields, "key": f"a{i}"})
-            elif principal:
+            elif kind == "grant" and principal:
+                ledger.execute(GrantAccess(key=fields["key"], key_name=f"key-{i}",
+                                           public_key=zmq.curve_keypair()[0].decode(),
+                                           principal=principal, actor=actor, read=[PROJECTS[0]]))
+            elif kind == "erase" and principal:
                 with contextlib.suppress(NothingToEraseError):
                     ledger.erase(what="principal", subject=principal, reason="asked",
                                  key=fields["key"], actor=actor)
 
 
-_steps = st.lists(st.tuples(st.sampled_from(["outcome", "outcome", "delta", "erase"]),
+_steps = st.lists(st.tuples(st.sampled_from(["outcome", "outcome", "delta", "grant", "erase"]),
                             st.sampled_from(["", *PEOPLE]),
                             st.sampled_from(["agent", "operator", *PEOPLE]),
                             st.integers(0, 1)), min_size=1, max_size=8)
@@ -195,7 +201,8 @@ _steps = st.lists(st.tuples(st.sampled_from(["outcome", "outcome", "delta", "era
 @settings(max_examples=12)
 @given(steps=_steps)
 @example(steps=[("outcome", "alice", "agent", 0), ("delta", "bob", "carol", 1),
-                ("erase", "alice", "operator", 0), ("outcome", "bob", "alice", 1)])
+                ("grant", "carol", "operator", 0), ("erase", "alice", "operator", 0),
+                ("outcome", "bob", "alice", 1)])
 def test_a_principal_export_holds_every_event_naming_them_and_nothing_else(
         steps: list[Step]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,7 +233,7 @@ def test_events_whose_bodies_name_people_declare_it() -> None:
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
         named = {f.name for f in info.fields if isinstance(f.type, msgspec.inspect.StrType)}
-        assert (tag_of(cls) in NAMES_A_PRINCIPAL) == bool(named & people), cls.__name__
+        assert (tag_of(cls) in NAMES_A_PERSON) == bool(named & people), cls.__name__
 
 
 # -- import: what it refuses ------------------------------------------------------------
