@@ -30,6 +30,9 @@ class Step(msgspec.Struct, frozen=True):
     #: (0, 0: the defaults, none adopted yet); ``Why.rules`` has their figures.
     rules_version: int = 0
     rules_at: int = 0
+    #: The publisher's clock (nanoseconds): when what moved the lesson happened, the
+    #: clock its ``created_at`` and evidence clock run on.
+    occurred_at: int = 0
 
 
 class RecallVerdict(msgspec.Struct, frozen=True):
@@ -70,7 +73,7 @@ def explain(view: LessonView, log: EventLog, recaller: Recaller, lesson_id: UUID
         steps.append(Step(move.position, envelope.recorded_at, move.type, envelope.actor,
                           envelope.session, move.outcome, move.confidence, move.note,
                           adoption.version if adoption else 0,
-                          adoption.position if adoption else 0))
+                          adoption.position if adoption else 0, envelope.occurred_at))
     verdict = None
     if project is not None:
         verdict = _verdict(view, recaller, row, project, query or "", now)

@@ -17,6 +17,7 @@ from typing import NewType
 from uuid import UUID
 
 import msgspec
+from lessonledger.ledger.errors import ReplayMismatchError
 
 __all__ = [
     "GENESIS",
@@ -28,6 +29,7 @@ __all__ = [
     "Position",
     "StreamId",
     "chain_link",
+    "checked_stored",
     "decode_envelope",
     "encode_envelope",
     "stream_id_of",
@@ -117,3 +119,36 @@ def stream_key(stream: StreamId, version: int | None = None) -> bytes:
     if version is None:
         return raw
     return raw + (version + (1 << 63)).to_bytes(8, "big")
+
+
+def checked_stored(position: int, previous: bytes, stored: bytes, link: bytes,
+                   body: bytes | None) -> Envelope:
+    """The envelope of an event as another log stored it, once it is shown to fit.
+
+    ``stored`` is its envelope bytes, ``link`` its chain link, ``body`` its stored body
+    (``salt ‖ payload``, None once erased), and ``previous`` the link before it. A copy
+    replayed verbatim (an import, a replica) is checked here before a byte is written.
+
+    Raises:
+        ReplayMismatchError: the envelope does not decode or is not at ``position``, the
+            link does not follow from ``previous``, or the body does not match the
+            commitment.
+    """
+    try:
+        envelope = decode_envelope(stored)
+    except msgspec.DecodeError as e:
+        raise ReplayMismatchError(position, f"the envelope does not decode ({e})") from None
+    if envelope.position != position:
+        raise ReplayMismatchError(position, f"the envelope there is position "
+                                  f"{envelope.position} (events missing or reordered)")
+    if len(envelope.event_id) not in (0, 16) or len(envelope.stream) > 3 + MAX_STREAM_ID_BYTES:
+        raise ReplayMismatchError(position, "its event id or stream id is not one a log stores")
+    if encode_envelope(envelope) != stored:
+        raise ReplayMismatchError(position, "the envelope is not in its canonical form")
+    if chain_link(previous, stored) != link:
+        raise ReplayMismatchError(position, "its chain link does not follow from the one "
+                                  "before (an edited envelope, or events missing or reordered)")
+    if body is not None and (len(body) < SALT_BYTES
+                             or sha256(body).digest() != envelope.commitment):
+        raise ReplayMismatchError(position, "its body does not match the envelope's commitment")
+    return envelope

@@ -24,6 +24,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerStorageError",
     "LessonLedgerError",
+    "ReplayMismatchError",
     "StreamConflictError",
 ]
 
@@ -119,6 +120,26 @@ class IdempotencyConflictError(LessonLedgerError, IntegrityError):
         super().__init__(msg)
         self.event_id = event_id
         self.position = position
+
+
+class ReplayMismatchError(InvalidEventError):
+    """A stored event given to be replayed verbatim does not fit the log; nothing was written.
+
+    Its position is not the next one, its chain link does not follow from the one
+    before, its body does not match the envelope's commitment, or its id or stream
+    version is taken: the copy was damaged or edited.
+
+    Attributes:
+        position: the position the event claims.
+        detail: what does not fit.
+    """
+
+    def __init__(self, position: int, detail: str) -> None:
+        msg = (f"stored event at position {position} does not fit the log: {detail}; "
+               "nothing was written: take the copy again from a sound source")
+        super().__init__(msg, f"$[{position}]")
+        self.position = position
+        self.detail = detail
 
 
 class LedgerCorruptError(LessonLedgerError, InternalError):

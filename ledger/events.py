@@ -40,6 +40,7 @@ __all__ = [
     "NAMES_A_DELTA",
     "NAMES_A_KEY",
     "NAMES_A_LESSON",
+    "NAMES_A_PERSON",
     "NAMES_A_PRINCIPAL",
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
@@ -154,6 +155,16 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     #: deletes bodies as it records them; rules and grants change what the ledger does):
     #: a raw submission of one is refused, so no publisher can forge it.
     ledger_only: ClassVar[bool] = False
+    #: The body names a person (a principal, or who did it) in a field of its own,
+    #: beyond the envelope's actor and principal: :meth:`principals` says whom. A
+    #: subject-access export (``lessonledger export --principal P``) takes such an event
+    #: for each of them. Wider than ``names_a_principal`` (what erasing one takes): an
+    #: erasure names whom it erased and who erased, and is never taken itself.
+    names_a_person: ClassVar[bool] = False
+
+    def principals(self) -> frozenset[str]:
+        """The people the body itself names (empty unless ``names_a_person``)."""
+        return frozenset()
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -412,33 +423,48 @@ class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
     """A staged (or orphaned) delta becomes active, against the base digest named."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_person: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     base_digest: Annotated[str, Meta(pattern=r"^([0-9a-f]{64})?\Z")] = ""
     command_digest: Digest = b""
 
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
+
 
 class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     """A staged delta is refused."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_person: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     reason: Text = ""
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
 
 
 class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     """An active delta is reverted; kept in history."""
 
     names_a_delta: ClassVar[bool] = True
+    names_a_person: ClassVar[bool] = True
 
     delta_id: UUID
     by: Name
     reason: Text = ""
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who decided it (``by``)."""
+        return frozenset((self.by,))
 
 
 class DeltaRestaged(_Event, frozen=True, kw_only=True, tag="delta.restaged"):
@@ -513,6 +539,7 @@ class AccessGranted(_Event, frozen=True, kw_only=True, tag="access.granted"):
     """
 
     names_a_principal: ClassVar[bool] = True
+    names_a_person: ClassVar[bool] = True
     names_a_key: ClassVar[bool] = True
     ledger_only: ClassVar[bool] = True
     public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
@@ -524,6 +551,10 @@ class AccessGranted(_Event, frozen=True, kw_only=True, tag="access.granted"):
     write: Projects = []
     admin: bool = False
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """The grantee."""
+        return frozenset((self.principal,))
 
 
 class AccessRevoked(_Event, frozen=True, kw_only=True, tag="access.revoked"):
@@ -548,6 +579,7 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     erasure took and a replica that applies it deletes the same bodies.
     """
 
+    names_a_person: ClassVar[bool] = True
     ledger_only: ClassVar[bool] = True
 
     what: ErasureKind
@@ -559,6 +591,10 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     #: ``commands.handlers.command_digest``): a retry under the same key must match it.
     #: Empty when a policy decided the event, or an older ledger wrote it.
     command_digest: Digest = b""
+
+    def principals(self) -> frozenset[str]:
+        """Who erased (``by``), and whose data it was when a principal was erased."""
+        return frozenset((self.by, self.subject) if self.what == "principal" else (self.by,))
 
 
 AnyEvent = (
@@ -633,6 +669,8 @@ NAMES_A_DELTA: Final = tags_with("names_a_delta")
 NAMES_A_LESSON: Final = tags_with("names_a_lesson")
 #: Events crediting or blaming a lesson on an outcome: what erasing the outcome takes.
 CITES_AN_OUTCOME: Final = tags_with("cites_an_outcome")
+#: Events whose bodies name a person beyond their envelope (``_Event.principals``).
+NAMES_A_PERSON: Final = tags_with("names_a_person")
 #: Events the policies react to.
 TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
 #: First events whose ids a command's receipt names.

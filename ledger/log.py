@@ -38,6 +38,7 @@ from lessonledger.ledger.envelope import (
     Envelope,
     Position,
     StreamId,
+    checked_stored,
     decode_envelope,
     encode_envelope,
     stream_key,
@@ -48,6 +49,7 @@ from lessonledger.ledger.errors import (
     InvalidEventError,
     LedgerCorruptError,
     LedgerStorageError,
+    ReplayMismatchError,
     StreamConflictError,
 )
 from lessonledger.ledger.lmdb_env import LMDBHome
@@ -522,6 +524,35 @@ class Writing:
         positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
         self.appended += len(events)
         return positions
+
+    def restore(self, stored: bytes, link: bytes, body: bytes | None) -> Position:
+        """Append one event exactly as another log stored it: envelope, link and body.
+
+        Its position, recorded time, salt and commitment are kept, so the chain here is
+        the source's link for link (an import, a replica); an erased body stays erased.
+        It must be the next position, follow from the last link, match its commitment,
+        and take no id or stream version already here.
+
+        Raises:
+            ReplayMismatchError: it does not fit; let it leave the block, which then
+                commits nothing.
+        """
+        txn, log = self._txn, self._log
+        position, previous, cursor = log._tail(txn)
+        envelope = checked_stored(position, previous, stored, link, body)
+        pkey = _pack_position(position)
+        keys = [(log._ids, envelope.event_id)] if envelope.event_id else []
+        keys.append((log._streams, envelope.stream + _pack_position(envelope.version + _OFFSET)))
+        for db, key in keys:
+            if not txn.put(key, pkey, db=db, overwrite=False):
+                raise ReplayMismatchError(position, "its event id or stream version is "
+                                          "already in the log")
+        entries = [(pkey + _ENVELOPE, stored + link)]
+        entries += [(pkey + _BODY, body)] if body is not None else []
+        if cursor.putmulti(entries, append=True)[1] != len(entries):
+            raise LedgerCorruptError(position)
+        self.appended += 1
+        return Position(position)
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""

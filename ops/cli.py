@@ -17,6 +17,7 @@ from lessonledger.ops import (
     access_commands,
     completion_commands,
     erasure_commands,
+    export_commands,
     home_commands,
     lesson_commands,
     mcp_commands,
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
+    export_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
     access_commands.register(sub, _Parser)
     mcp_commands.register(sub, _Parser)

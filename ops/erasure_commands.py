@@ -20,6 +20,7 @@ from lessonledger.ledger.compaction import Compacted, check_unused, compact
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ops.config import LOG_NAME, require_home, tree_names
 from lessonledger.ops.lesson_commands import open_lessons
+from lessonledger.ops.progress import bar
 from lessonledger.ops.render import echo, print_json
 
 __all__ = ["EXIT_COMPACTION_PENDING", "register"]
@@ -62,7 +63,8 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     pending = ""
     if not args.no_compact:
         try:
-            compacted = compact(str(args.home))
+            with bar(f"compact {args.home}", quiet=args.json):
+                compacted = compact(str(args.home))
         except HomeBusyError as e:
             pending = str(e)
     if args.json:
@@ -95,10 +97,11 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     # so the compacted file keeps nothing derived from what was erased. Not when the
     # compaction cannot run: then the home is left as it was.
     check_unused(str(args.home))
-    if f"{LOG_NAME}.log".encode() in tree_names(args.home):
-        with open_lessons(args.home):  # an application's home has no lesson view
-            pass
-    result = compact(str(args.home))
+    with bar(f"compact {args.home}", quiet=args.json):
+        if f"{LOG_NAME}.log".encode() in tree_names(args.home):
+            with open_lessons(args.home):  # an application's home has no lesson view
+                pass
+        result = compact(str(args.home))
     if args.json:
         print_json({"path": str(args.home), **msgspec.to_builtins(result)})
     else:

@@ -16,12 +16,12 @@ import msgspec
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.config import LOG_NAME, open_log, open_logs
+from lessonledger.ops.progress import bar
 from lessonledger.ops.render import (
     add_read_only,
     count_option,
     echo,
     print_json,
-    progress,
     record_json,
     record_line,
 )
@@ -47,8 +47,10 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     with open_logs(args.home, read_only=args.read_only, name=args.log) as logs:
-        reports = [(log.name, verify(log, progress=progress(f"verify {log.name}")))
-                   for log in logs]
+        reports = []
+        for log in logs:
+            with bar(f"verify {log.name}", log.head(), quiet=args.json) as shown:
+                reports.append((log.name, verify(log, progress=shown.update)))
     # The lesson log alone is the usual home: its lines need no name.
     named = [name for name, _ in reports] != [LOG_NAME]
     for name, report in reports:

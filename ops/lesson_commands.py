@@ -30,14 +30,16 @@ from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ops import charts
 from lessonledger.ops.config import require_home, sync_setting
-from lessonledger.ops.render import add_read_only, echo, parse_time, print_json, progress, timestamp
+from lessonledger.ops.progress import bar
+from lessonledger.ops.render import add_read_only, echo, parse_time, print_json, timestamp
 from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import lesson_view, registry, view_names
 
-__all__ = ["open_lessons", "open_queries", "register"]
+__all__ = ["open_lessons", "open_queries", "register", "row_json"]
 
 
 @contextmanager
@@ -65,7 +67,8 @@ def open_queries(home: Path, *, read_only: bool = False) -> Iterator[Reader]:
         reader.close()
 
 
-def _row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:
+def row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:
+    """A lesson row as ``--json`` prints it: its clocks as ISO 8601 UTC times."""
     data: dict[str, Any] = msgspec.to_builtins(row)
     data["created_at"] = timestamp(row.created_at)
     data["last_evidence_at"] = timestamp(row.last_evidence_at)
@@ -85,7 +88,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         rows = reader.catalogue(args.project, everything=args.all)
     for row in rows:
         if args.json:
-            print_json(_row_json(row))
+            print_json(row_json(row))
         else:
             echo(_line(row))
     if not args.json and not rows:
@@ -94,10 +97,17 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    chart = getattr(args, "chart", None)
+    if chart is not None:
+        charts.require()  # before any work: a missing extra is refused in one line
     with open_queries(args.home, read_only=args.read_only) as reader:
         row = reader.lesson(reader.find_lesson(args.lesson))
+        steps = [(s.occurred_at, s.type, s.confidence)
+                 for s in reader.why(row.lesson_id).steps] if chart is not None else []
+    if chart is not None:
+        charts.confidence_chart(f"{str(row.lesson_id)[:8]}: {row.text}", steps, chart)
     if args.json:
-        print_json(_row_json(row, moves=True))
+        print_json(row_json(row, moves=True))
         return 0
     echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  version {row.version}")
     echo(f"  {row.text}")
@@ -111,6 +121,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         cited = f" outcome {move.outcome}" if move.outcome else ""
         echo(f"    @{move.position:<8} {move.type:<20} -> {move.confidence:.2f}{cited} "
              f"{move.note}")
+    if chart is not None:
+        echo(f"  chart of its confidence over time: {chart}")
     return 0
 
 
@@ -118,7 +130,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     with open_queries(args.home, read_only=args.read_only) as reader:
         chain = reader.history(reader.find_lesson(args.lesson))
     if args.json:
-        print_json([_row_json(r) for r in chain])
+        print_json([row_json(r) for r in chain])
         return 0
     for row in chain:
         why = f"superseded ({row.reason}) by {row.superseded_by}" if row.superseded_by \
@@ -219,11 +231,11 @@ def _cmd_rebuild(args: argparse.Namespace) -> int:
     try:
         log = EventLog(home, LOG_NAME)
         head = log.head()
-        show = progress(f"rebuild {args.view}")
         runner = Runner(registry(), ViewStore(home))
-        runner.fold(log)  # the others stay as they are, folded to where the rebuilt stand
-        runner.rebuild(log, names, progress=lambda at: show(at, head))
-        show(head, head)
+        with bar(f"rebuild {args.view}", head, quiet=args.json) as shown:
+            runner.fold(log)  # the others stay as they are, folded to where the rebuilt stand
+            runner.rebuild(log, names, progress=shown.update)
+            shown.update(head)
         lessons = len(lesson_view(runner).lessons)
     finally:
         release(home)
@@ -262,6 +274,10 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.add_argument("--json", action="store_true", help="print as JSON")
         add_read_only(p)
         p.set_defaults(run=run)
+    p = which.choices["show"]
+    p.add_argument("--chart", type=charts.chart_file, metavar="FILE.png|svg", help=(
+        "also draw its confidence over time, each confirming and contradicting outcome "
+        "marked (needs the charts extra: pip install 'lessonledger[charts]')"))
     edit = which.add_parser("edit", help="replace a lesson's text (the old one stays in history)")
     edit.add_argument("lesson", help="lesson id, or a unique prefix of it")
     edit.add_argument("--text", required=True, help="the new text")

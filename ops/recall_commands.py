@@ -12,20 +12,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
+from lessonledger.commands.audit import Why
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.lesson_commands import open_queries
+from lessonledger.ops.lesson_commands import open_queries, row_json
 from lessonledger.ops.render import (
     TimeRangeError,
     add_read_only,
     echo,
     parse_time,
     print_json,
+    time_fields,
     timestamp,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "why_json"]
 
 
 def _as_of(text: str) -> int | datetime:
@@ -102,7 +104,7 @@ def _cmd_why(args: argparse.Namespace) -> int:
             msg = f"lesson {lesson_id} did not exist yet at {when} (--as-of){born}"
             raise LedgerConfigError(msg) from None
     if args.json:
-        print_json(story)
+        print_json(why_json(story))
         return 0
     row = story.lesson
     echo(f"{row.lesson_id}  {row.status}  confidence {row.confidence:.2f}  scope {row.scope}")
@@ -116,6 +118,22 @@ def _cmd_why(args: argparse.Namespace) -> int:
         said = verdict.reason if verdict.shown else f"not shown: {verdict.reason}"
         echo(f"  recall for {verdict.project[:16]} / {verdict.query!r}: {said}")
     return 0
+
+
+def why_json(story: Why) -> dict[str, Any]:
+    """A lesson's story as ``why --json`` prints it.
+
+    The lesson's clocks are ISO times as in ``lessons show --json``; each step's
+    ``recorded_at`` (the ledger's clock) and ``occurred_at`` (the publisher's) are ISO
+    times too, each with its exact nanoseconds beside it (``recorded_at_ns``), as
+    ``log --json`` gives them.
+    """
+    data: dict[str, Any] = msgspec.to_builtins(story)
+    data["lesson"] = row_json(story.lesson, moves=True)
+    data["steps"] = [{**step, **time_fields("recorded_at", step["recorded_at"]),
+                      **time_fields("occurred_at", step["occurred_at"])}
+                     for step in data["steps"]]
+    return data
 
 
 def _common(p: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -14,14 +14,27 @@ from lessonledger.ledger.log import Record
 from lessonledger.ledger.text import printable
 
 __all__ = [
-    "TimeRangeError", "echo", "parse_time", "print_json", "printable", "progress",
-    "record_json", "record_line", "timestamp",
+    "TimeRangeError", "echo", "json_line", "parse_time", "print_json", "printable",
+    "record_json", "record_line", "time_fields", "timestamp",
 ]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def timestamp(ns: int) -> str:
-    """Format nanoseconds since the epoch as an ISO 8601 UTC time."""
-    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="microseconds")
+    """Format nanoseconds since the epoch as an ISO 8601 UTC time, to the microsecond.
+
+    Integer arithmetic, never a float: ``ns / 1e9`` is off by up to a microsecond at
+    today's times. Where the nanoseconds matter (``log``, ``why``, ``export``) the exact
+    figure goes beside it in a ``…_ns`` field (:func:`time_fields`).
+    """
+    return (_EPOCH + timedelta(microseconds=ns // 1000)).isoformat(timespec="microseconds")
+
+
+def time_fields(name: str, ns: int) -> dict[str, str | int]:
+    """``{name: ISO time, name + "_ns": ns}``: a time as people read it, and exactly."""
+    return {name: timestamp(ns), f"{name}_ns": ns}
 
 
 def echo(line: str) -> None:
@@ -46,8 +59,12 @@ def print_json(obj: object) -> None:
     the same JSON value, but a reader splitting on every line break ``str.splitlines``
     knows still sees one object per line (JSON escapes the others, which are controls).
     """
-    text = msgspec.json.encode(obj).decode()
-    sys.stdout.write(text.translate(_RAW_LINE_BREAKS) + "\n")
+    sys.stdout.write(json_line(obj))
+
+
+def json_line(obj: object) -> str:
+    """One object as a line of JSON, newline included, as :func:`print_json` writes it."""
+    return msgspec.json.encode(obj).decode().translate(_RAW_LINE_BREAKS) + "\n"
 
 
 class TimeRangeError(ValueError):
@@ -74,19 +91,6 @@ def parse_time(text: str) -> datetime:
     return value
 
 
-def progress(label: str) -> Callable[[int, int], None]:
-    """A progress bar on stderr, drawn only when a person is watching (a terminal)."""
-    def show(done: int, total: int) -> None:
-        if not sys.stderr.isatty():
-            return
-        filled = 30 * done // max(total, 1)
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (30 - filled)}] "
-                         f"{done:,}/{total:,}{end}")
-
-    return show
-
-
 def _body(record: Record) -> Any:
     if record.payload is None:
         return "erased"
@@ -98,12 +102,16 @@ def _body(record: Record) -> Any:
 
 
 def record_json(record: Record) -> dict[str, Any]:
-    """Everything an auditor may see of one event, as plain data."""
+    """Everything an auditor may see of one event, as plain data.
+
+    Times are ISO 8601 UTC to the microsecond, each with its exact nanoseconds beside it
+    (``recorded_at_ns``): the ledger's clock, which ``--as-of`` and ``export`` use.
+    """
     e = record.envelope
     return {
         "position": e.position,
-        "recorded_at": timestamp(e.recorded_at),
-        "occurred_at": timestamp(e.occurred_at),
+        **time_fields("recorded_at", e.recorded_at),
+        **time_fields("occurred_at", e.occurred_at),
         "type": e.type,
         "stream": str(e.stream_id),
         "version": e.version,

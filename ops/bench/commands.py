@@ -9,10 +9,12 @@ benchmark paths loaded.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+from lessonledger.ops.charts import chart_file
+from lessonledger.ops.progress import bar
 from lessonledger.ops.render import count_option, print_json
 
 __all__ = ["register"]
@@ -24,8 +26,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.home)
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr)
+@contextmanager
+def _steps(args: argparse.Namespace, total: int | None = None) -> Iterator[Callable[[str], None]]:
+    """What a bench reports as it goes: each finished step a line on stderr, as always.
+
+    Below them, on a terminal, a bar counts the steps (a spinner when uncounted).
+    """
+    with bar(f"bench {args.bench}", total, quiet=args.json) as shown:
+        def say(line: str) -> None:
+            shown.say(line)
+            shown.advance()
+
+        yield say
 
 
 def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
@@ -40,15 +52,19 @@ def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import append as bench_append
 
-    return _report(args, bench_append.run(events=args.events, replay_events=args.replay_events,
-                                          progress=_say))
+    with _steps(args) as say:
+        result = bench_append.run(events=args.events, replay_events=args.replay_events,
+                                  progress=say)
+    return _report(args, result)
 
 
 def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import lifecycle as bench_lifecycle
 
-    return _report(args, bench_lifecycle.run(commands=args.commands,
-                                             log_events=args.log_events, progress=_say))
+    with _steps(args) as say:
+        result = bench_lifecycle.run(commands=args.commands, log_events=args.log_events,
+                                     progress=say)
+    return _report(args, result)
 
 
 def _cmd_bench_recall(args: argparse.Namespace) -> int:
@@ -57,10 +73,10 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import recall as bench_recall
     from lessonledger.ops.bench.recall_home import ledger_recall
 
-    with ExitStack() as stack:
+    with ExitStack() as stack, _steps(args) as say:
         result = bench_recall.run(
             sizes=tuple(args.sizes), projects=args.projects, queries=args.queries,
-            progress=_say, plan_recall=ledger_recall(stack))
+            progress=say, plan_recall=ledger_recall(stack))
     if args.json:
         print_json(result)
     else:
@@ -72,9 +88,10 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
 def _cmd_bench_deltas(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import deltas as bench_deltas
 
-    return _report(args, bench_deltas.run(sessions=args.sessions,
-                                          latency_sessions=args.latency_sessions,
-                                          progress=_say))
+    with _steps(args) as say:
+        result = bench_deltas.run(sessions=args.sessions,
+                                  latency_sessions=args.latency_sessions, progress=say)
+    return _report(args, result)
 
 
 def _fraction(text: str) -> float:
@@ -92,17 +109,30 @@ def _cmd_bench_trapworld(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import trapworld_bench as bench_trapworld
     from lessonledger.ops.bench.trapworld import WorldConfig
 
+    if args.chart is not None:
+        from lessonledger.ops.charts import require
+
+        require()  # before the run: a missing extra is refused in one line, not after
     config = WorldConfig(seed=args.seed, projects=args.projects, targets=args.targets,
                          sessions=args.sessions, steps=args.steps, trap_rate=args.trap_rate,
                          shared_rate=args.shared_rate, flip_rate=args.flip_rate,
                          noise=args.noise)
-    if args.world == "all":
-        results, summary = bench_trapworld.run_all(config, repeats=args.repeats,
-                                                   progress=_say)
-    else:
-        results = [bench_trapworld.run(config, repeats=args.repeats, progress=_say,
-                                       world=args.world)]
-        summary = None
+    from lessonledger.ops.bench.trapworld import FAMILIES
+    from lessonledger.ops.bench.trapworld_agents import ARMS
+
+    worlds = len(FAMILIES) if args.world == "all" else 1
+    with _steps(args, args.repeats * len(ARMS) * worlds) as say:
+        if args.world == "all":
+            results, summary = bench_trapworld.run_all(config, repeats=args.repeats,
+                                                       progress=say)
+        else:
+            results = [bench_trapworld.run(config, repeats=args.repeats, progress=say,
+                                           world=args.world)]
+            summary = None
+    if args.chart is not None:
+        from lessonledger.ops.charts import arms_chart
+
+        arms_chart(results, args.chart)
     if args.json:
         for result in results:
             print_json(result)
@@ -170,6 +200,9 @@ def _trapworld_parser(which: Any) -> None:
     world.add_argument("--json", action="store_true",
                        help="print one JSON object (with --world all: one line per family, "
                             "then a summary)")
+    world.add_argument("--chart", type=chart_file, metavar="FILE.png|svg", help=(
+        "also draw the arms side by side, one panel per figure (needs the charts extra: "
+        "pip install 'lessonledger[charts]')"))
     world.set_defaults(run=_cmd_bench_trapworld)
 
 

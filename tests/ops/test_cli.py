@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,13 @@ def test_log_json_shows_everything_an_auditor_needs(
     assert set(rows[0]) >= {"position", "recorded_at", "occurred_at", "type", "stream",
                             "actor", "principal", "body"}
     assert all(r["body"]["type"] == r["type"] for r in rows)
+    for row in rows:
+        for clock in ("recorded_at", "occurred_at"):
+            # ISO 8601 UTC to the microsecond, exactly the nanoseconds beside it.
+            when, ns = datetime.fromisoformat(row[clock]), row[f"{clock}_ns"]
+            assert when.tzinfo == UTC
+            assert (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) \
+                == ns // 1000
 
 
 def test_erased_body_shows_as_erased_and_verifies(

@@ -13,7 +13,7 @@ import io
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +189,16 @@ def test_why_lists_the_events_and_explains_the_recall(
         assert events[step["position"]]["type"] == step["type"]
         assert events[step["position"]]["actor"] == step["actor"]
         assert step["outcome"] is not None
+        # ISO times as the other commands print them, the exact clock beside them.
+        event = events[step["position"]]
+        assert (step["recorded_at"], step["recorded_at_ns"]) == (
+            event["recorded_at"], event["recorded_at_ns"])
+        since = datetime.fromisoformat(step["recorded_at"]) - datetime(1970, 1, 1, tzinfo=UTC)
+        assert since // timedelta(microseconds=1) == step["recorded_at_ns"] // 1000
+    row = story["lesson"]
+    for clock in ("created_at", "last_evidence_at"):
+        assert datetime.fromisoformat(row[clock]).tzinfo == UTC, row[clock]
+    assert row["created_at"] == events[story["steps"][0]["position"]]["occurred_at"]
 
     code, out, _ = run(capsys, "--home", home, "why", lesson_id, "--project", P, "--query",
                        "pytest")
