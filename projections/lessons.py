@@ -9,6 +9,7 @@ it holds is explained by the moves it lists.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Union
 from uuid import UUID
 
 import msgspec
@@ -34,7 +35,7 @@ from lessonledger.ledger.events import (
     OutcomeObserved,
     ReconcilePassed,
     RulesAdopted,
-    decode_event,
+    tag_of,
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections.lesson_rows import (
@@ -54,6 +55,7 @@ from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_fr
 
 __all__ = [
     "ACTIVE",
+    "FOLDED",
     "Failure",
     "LessonRow",
     "LessonView",
@@ -62,6 +64,29 @@ __all__ = [
     "Status",
     "failure_key",
 ]
+
+
+class _Recalled(msgspec.Struct, frozen=True, tag=tag_of(LessonRecalled), tag_field="type"):
+    """What the fold reads of a ``LessonRecalled``: its lesson ids, as their text.
+
+    Recalls are the most frequent event and list up to a thousand lessons each; reading
+    the ids as strings (the form they are stored in, which the writer made from UUIDs)
+    skips making a UUID of each, and the other fields are skipped unread.
+    """
+
+    lesson_ids: list[str]
+
+
+#: The events the lesson view folds; any other record is passed over without decoding.
+_CLASSES = (OutcomeObserved, LessonProposed, LessonConfirmed, LessonContradicted,
+            LessonPromoted, LessonDemoted, LessonSuperseded, ReconcilePassed, RulesAdopted,
+            EnvironmentChanged, Erased)
+FOLDED: frozenset[str] = frozenset({tag_of(LessonRecalled), *map(tag_of, _CLASSES)})
+_RECALLED = tag_of(LessonRecalled)
+#: A typed decoder for the events folded here (their catalogue types) and no other.
+_decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(
+    Union[_CLASSES])  # type: ignore[arg-type]  # noqa: UP007
+_recalled = msgspec.msgpack.Decoder(_Recalled)
 
 
 class LessonView:
@@ -81,8 +106,13 @@ class LessonView:
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
         self._retired: set[UUID] = set()
-        self._recalled_sets: dict[str, set[int]] = {}
-        self._rows_by_int: dict[int, LessonRow] = {}
+        self._recalled_sets: dict[str, set[str]] = {}
+        self._rows_by_text: dict[str, LessonRow] = {}
+        #: Usage clocks recalls set and no row holds yet, by lesson id (text): (when, in
+        #: play at epoch), the last recall's. Rows get them before anything reads them
+        #: (:meth:`_settle`), so a long fold writes each lesson's clocks once, not once
+        #: per recall that listed it.
+        self._usage: dict[str, tuple[int, int]] = {}
         self._evidence_sets: dict[UUID, set[UUID]] = {}
         #: What demoted lessons said (``same_as``): known not to hold in every project.
         self._demoted: set[tuple[str, str, str, str]] = set()
@@ -97,6 +127,7 @@ class LessonView:
 
     def dump(self) -> bytes:
         """The whole state as bytes: views folded from the same log dump the same bytes."""
+        self._settle()
         return state_encoder.encode(self._s)
 
     @classmethod
@@ -108,7 +139,7 @@ class LessonView:
             view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
             view._place(row)
-            view._rows_by_int[row.lesson_id.int] = row
+            view._rows_by_text[str(row.lesson_id)] = row
             if any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
@@ -118,7 +149,19 @@ class LessonView:
     @property
     def lessons(self) -> dict[UUID, LessonRow]:
         """Every lesson ever proposed, by id."""
+        self._settle()
         return self._s.lessons
+
+    def _settle(self) -> None:
+        """Give the rows the usage clocks recalls set since the last read."""
+        if not self._usage:
+            return
+        rows = self._rows_by_text
+        for key, (at, epoch) in self._usage.items():
+            row = rows.get(key)
+            if row is not None:
+                row.last_used_at, row.in_play_epoch = at, epoch
+        self._usage.clear()
 
     @property
     def outcomes(self) -> dict[UUID, OutcomeRow]:
@@ -132,7 +175,7 @@ class LessonView:
 
     def active_for(self, project: str) -> list[LessonRow]:
         """Active lessons a project may see: its own and global ones, strongest first."""
-        lessons = self._s.lessons
+        lessons = self.lessons
         ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         rows = [lessons[i] for i in ids]
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
@@ -204,14 +247,20 @@ class LessonView:
         return self._oldest_first(self._retired)
 
     def _oldest_first(self, ids: Iterable[UUID]) -> list[LessonRow]:
-        rows = [self._s.lessons[i] for i in ids]
+        lessons = self.lessons
+        rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: r.moves[0].position if r.moves else 0)
 
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
-        listed = self._listed.pop(row.lesson_id, None)
+        lesson_id = row.lesson_id
+        listed = self._listed.get(lesson_id)
         self._touched(row.scope)
+        if row.active and listed is not None and listed[0] == row.scope \
+                and listed[1] == row.same_as:
+            return  # listed where it was: most moves change a figure, not the listing
         if listed is not None:
+            del self._listed[lesson_id]
             self._touched(listed[0])
             self._by_scope[listed[0]].discard(row.lesson_id)
             self._by_same[listed[1]].discard(row.lesson_id)
@@ -241,7 +290,7 @@ class LessonView:
 
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
-        return self._s.recalled.get(session, [])
+        return [UUID(i) for i in self._s.recalled.get(session, ())]
 
     # -- the fold ---------------------------------------------------------------------
 
@@ -249,10 +298,15 @@ class LessonView:
         """Fold one record in; records must come in position order."""
         envelope = record.envelope
         self._s.position = envelope.position
-        if record.payload is None:
-            return  # an erased body: the erasure's own event says what to forget
+        if record.payload is None or envelope.type not in FOLDED:
+            return  # an erased body (the erasure's own event says what to forget), or
+            # an event no lesson reads: passed over undecoded
         try:
-            event = decode_event(record.payload)
+            if envelope.type == _RECALLED:
+                self._recall(_recalled.decode(record.payload), envelope.session,
+                             envelope.occurred_at)
+                return
+            event = _decoder.decode(record.payload)
         except msgspec.DecodeError:
             return  # not a lesson event (an eventsourcing application's, say)
         self._fold(event, envelope.position, envelope.occurred_at, envelope.session)
@@ -317,8 +371,6 @@ class LessonView:
                     self._demoted.add(row.same_as)
                     self._move(row, position, LESSON_DEMOTED, event.outcome_id,
                                f"to {event.to_scope}")
-            case LessonRecalled():
-                self._recall(event, session, at)
             case EnvironmentChanged():
                 self._environment(event, position)
             case ReconcilePassed():
@@ -355,7 +407,9 @@ class LessonView:
             sessions=sorted({self._s.outcomes[o].session for o in cited}),
         )
         self._s.lessons[event.lesson_id] = row
-        self._rows_by_int[event.lesson_id.int] = row
+        text = str(event.lesson_id)
+        self._rows_by_text[text] = row
+        self._usage.pop(text, None)  # a recall before this proposal used no such row
         self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
@@ -442,26 +496,25 @@ class LessonView:
     def _touch(self, lesson_id: UUID) -> None:
         row = self._s.lessons.get(lesson_id)
         if row is not None:
+            used = self._usage.pop(str(lesson_id), None)
+            if used is not None:
+                row.last_used_at = used[0]
             row.in_play_epoch = self._s.epoch
 
-    def _recall(self, event: LessonRecalled, session: str, at: int) -> None:
+    def _recall(self, event: _Recalled, session: str, at: int) -> None:
+        ids = event.lesson_ids
         seen = self._s.recalled.setdefault(session, [])
-        # Recalls are the most frequent event and list many lessons each; measured, UUID
-        # hashing and list membership were most of a rebuild. So this loop keys by the
-        # UUID's int (hashed in C) and keeps a set beside the saved list.
+        # Measured, per-id work was most of a rebuild: the set beside the saved list is
+        # checked in C, and the usage clocks wait in one dict (see _settle).
         members = self._recalled_sets.get(session)
         if members is None:
-            members = self._recalled_sets[session] = {i.int for i in seen}
-        rows, epoch = self._rows_by_int, self._s.epoch
-        for lesson_id in event.lesson_ids:
-            key = lesson_id.int
-            row = rows.get(key)
-            if row is not None:
-                row.last_used_at = at  # the usage clock only: never evidence or expiry
-                row.in_play_epoch = epoch
-            if key not in members:
-                members.add(key)
-                seen.append(lesson_id)
+            members = self._recalled_sets[session] = set(seen)
+        if not members.issuperset(ids):
+            for key in ids:
+                if key not in members:
+                    members.add(key)
+                    seen.append(key)
+        self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
         # A lesson bound to the old value goes back on trial and is bound to the new one:
@@ -480,6 +533,7 @@ class LessonView:
                            f"{event.component}: {bound} -> {event.new}")
 
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
+        self._settle()  # which lessons were in play this epoch
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch \
