@@ -38,6 +38,7 @@ from lessonledger.ledger.events import (
     tag_of,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections import lesson_rows_store as saved_rows
 from lessonledger.projections.lesson_rows import (
     ACTIVE,
     Adoption,
@@ -81,11 +82,11 @@ class _Recalled(msgspec.Struct, frozen=True, tag=tag_of(LessonRecalled), tag_fie
 _CLASSES = (OutcomeObserved, LessonProposed, LessonConfirmed, LessonContradicted,
             LessonPromoted, LessonDemoted, LessonSuperseded, ReconcilePassed, RulesAdopted,
             EnvironmentChanged, Erased)
-FOLDED: frozenset[str] = frozenset({tag_of(LessonRecalled), *map(tag_of, _CLASSES)})
+FOLDED: frozenset[str] = frozenset({tag_of(LessonRecalled), *(tag_of(c) for c in _CLASSES)})
 _RECALLED = tag_of(LessonRecalled)
 #: A typed decoder for the events folded here (their catalogue types) and no other.
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(
-    Union[_CLASSES])  # type: ignore[arg-type]  # noqa: UP007
+    Union[_CLASSES])  # noqa: UP007
 _recalled = msgspec.msgpack.Decoder(_Recalled)
 
 
@@ -117,6 +118,25 @@ class LessonView:
         #: What demoted lessons said (``same_as``): known not to hold in every project.
         self._demoted: set[tuple[str, str, str, str]] = set()
         self._generations: dict[str, int] = {}
+        # -- saving as rows (projections/lesson_rows_store.py) --
+        #: Every row must be written afresh at the next save (a fresh view, one loaded
+        #: from a whole dump, one whose dicts took an item in an old place); while True
+        #: nothing below is tracked, so a rebuild pays nothing for it.
+        self._full = True
+        #: Ordinals: each item's place in its dict, the order it was first folded in.
+        self._lesson_n: dict[UUID, int] = {}
+        self._failure_n: dict[str, int] = {}
+        self._session_n: dict[str, int] = {}
+        #: Rows changed since the last save.
+        self._dirty_lessons: set[UUID] = set()
+        self._dirty_usage: set[UUID] = set()
+        self._dirty_outcomes: list[tuple[int, UUID]] = []
+        self._dirty_failures: set[str] = set()
+        self._dirty_sessions: set[str] = set()
+        self._new_sessions: list[str] = []
+        #: How many items each growing list held when last saved, by (family, ordinal).
+        self._saved_len: dict[tuple[bytes, int], int] = {}
+        self._saving: dict[tuple[bytes, int], int] = {}
 
     # -- persistence -----------------------------------------------------------------
 
@@ -132,9 +152,105 @@ class LessonView:
 
     @classmethod
     def load(cls, data: bytes, rules: Rules | None = None) -> LessonView:
-        """Restore a view from :meth:`dump`'s bytes."""
+        """Restore a view from :meth:`dump`'s bytes (its next save writes every row)."""
+        return cls._restored(state_decoder.decode(data), rules)
+
+    @classmethod
+    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]],
+                  rules: Rules | None = None) -> LessonView:
+        """Restore a view from the rows :meth:`rows` and :meth:`changes` gave."""
+        view = cls._restored(saved_rows.state_from_rows(rows), rules)
+        view._full = False
+        view._saved_len = view._lengths()
+        return view
+
+    def rows(self) -> Iterable[tuple[bytes, bytes]]:
+        """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
+        self._settle()
+        return saved_rows.state_rows(self._s)
+
+    def changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        """The rows changed since the last :meth:`saved` (None deletes a row).
+
+        None when every row must be written afresh (:meth:`rows`): the view was never
+        saved as rows, or an item took an old item's place in a dict.
+        """
+        self._settle()
+        if self._full:
+            return None
+        s = self._s
+        out: list[tuple[bytes, bytes | None]] = [(saved_rows.HEADER, saved_rows.header(s))]
+        self._saving = {}
+        for lesson_id in self._dirty_lessons:
+            row, n = s.lessons[lesson_id], self._lesson_n[lesson_id]
+            out.append((saved_rows.key(saved_rows.LESSON, n), saved_rows.lesson(row)))
+            for family, items in ((saved_rows.MOVES, row.moves),
+                                  (saved_rows.EVIDENCE, row.evidence)):
+                out += saved_rows.chunk_rows(family, n, items,
+                                             self._saved_len.get((family, n), 0))
+                self._saving[family, n] = len(items)
+        for lesson_id in self._dirty_usage:
+            n = self._lesson_n[lesson_id]
+            out.append((saved_rows.key(saved_rows.USAGE, n),
+                        saved_rows.usage(s.lessons[lesson_id])))
+        for n, outcome_id in self._dirty_outcomes:
+            out.append((saved_rows.key(saved_rows.OUTCOME, n),
+                        saved_rows.outcome(s.outcomes[outcome_id])))
+        for name in self._dirty_failures:
+            out.append((saved_rows.key(saved_rows.FAILURE, self._failure_n[name]),
+                        saved_rows.failure(name, s.failures[name])))
+        for name in self._new_sessions:
+            out.append((saved_rows.key(saved_rows.SESSION, self._session_n[name]),
+                        saved_rows.session(name)))
+        for name in self._dirty_sessions:
+            n = self._session_n[name]
+            out += saved_rows.chunk_rows(saved_rows.RECALLED, n, s.recalled[name],
+                                         self._saved_len.get((saved_rows.RECALLED, n), 0))
+            self._saving[saved_rows.RECALLED, n] = len(s.recalled[name])
+        return out
+
+    def saved(self) -> None:
+        """The rows :meth:`changes` (or :meth:`rows`) gave are stored: track afresh."""
+        if self._full:
+            self._lesson_n = {i: n for n, i in enumerate(self._s.lessons)}
+            self._failure_n = {k: n for n, k in enumerate(self._s.failures)}
+            self._session_n = {k: n for n, k in enumerate(self._s.recalled)}
+            self._saved_len = self._lengths()
+            self._full = False
+        else:
+            self._saved_len.update(self._saving)
+        self._saving = {}
+        self._forget_changes()
+
+    def _lengths(self) -> dict[tuple[bytes, int], int]:
+        lengths: dict[tuple[bytes, int], int] = {}
+        for n, row in enumerate(self._s.lessons.values()):
+            lengths[saved_rows.MOVES, n] = len(row.moves)
+            lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
+        for n, ids in enumerate(self._s.recalled.values()):
+            lengths[saved_rows.RECALLED, n] = len(ids)
+        return lengths
+
+    def _redo_all(self) -> None:
+        """Every row is written afresh at the next save; stop tracking until then."""
+        self._full = True
+        self._forget_changes()
+
+    def _forget_changes(self) -> None:
+        self._dirty_lessons.clear()
+        self._dirty_usage.clear()
+        self._dirty_outcomes.clear()
+        self._dirty_failures.clear()
+        self._dirty_sessions.clear()
+        self._new_sessions.clear()
+
+    @classmethod
+    def _restored(cls, state: State, rules: Rules | None) -> LessonView:
         view = cls(rules)
-        view._s = state_decoder.decode(data)
+        view._s = state
+        view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
+        view._failure_n = {k: n for n, k in enumerate(state.failures)}
+        view._session_n = {k: n for n, k in enumerate(state.recalled)}
         if view._s.adoptions:
             view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
@@ -156,11 +272,13 @@ class LessonView:
         """Give the rows the usage clocks recalls set since the last read."""
         if not self._usage:
             return
-        rows = self._rows_by_text
+        rows, dirty = self._rows_by_text, self._dirty_usage
         for key, (at, epoch) in self._usage.items():
             row = rows.get(key)
             if row is not None:
                 row.last_used_at, row.in_play_epoch = at, epoch
+                if not self._full:
+                    dirty.add(row.lesson_id)
         self._usage.clear()
 
     @property
@@ -315,6 +433,8 @@ class LessonView:
         row = self._s.lessons.get(getattr(event, "lesson_id", None))  # type: ignore[arg-type]
         if row is not None:
             self.changed.add(row.lesson_id)
+            if not self._full:
+                self._dirty_lessons.add(row.lesson_id)
             self._place(row)
             if envelope.stream_id == row.lesson_id:
                 row.version = envelope.version
@@ -324,6 +444,11 @@ class LessonView:
     def _fold(self, event: AnyEvent, position: int, at: int, session: str) -> None:
         match event:
             case OutcomeObserved():
+                if not self._full:
+                    if event.outcome_id in self._s.outcomes:
+                        self._redo_all()  # kept in its old place: ordinals move
+                    else:
+                        self._dirty_outcomes.append((len(self._s.outcomes), event.outcome_id))
                 self._s.outcomes[event.outcome_id] = OutcomeRow(
                     outcome_id=event.outcome_id, project=event.project, session=session,
                     passed=event.passed, operations=event.operations, at=at)
@@ -340,7 +465,11 @@ class LessonView:
                         if key in self._s.failures:  # it worked: no streak of failures
                             self._s.failures[key].streak = 0
                             self._s.failures[key].streak_session = ""
+                            self._dirty_failures.add(key)
                         continue
+                    if key not in self._failure_n:
+                        self._failure_n[key] = len(self._failure_n)
+                    self._dirty_failures.add(key)
                     failure = self._s.failures.setdefault(key, Failure())
                     if failure.streak and failure.error == op.error:
                         if failure.streak_session != session:
@@ -406,6 +535,12 @@ class LessonView:
             projects=[event.scope] if cited else [], in_play_epoch=self._s.epoch,
             sessions=sorted({self._s.outcomes[o].session for o in cited}),
         )
+        if not self._full:
+            if event.lesson_id in self._s.lessons:
+                self._redo_all()  # a new row in the old one's place: rewrite its lists
+            else:
+                self._lesson_n[event.lesson_id] = len(self._lesson_n)
+                self._dirty_usage.add(event.lesson_id)
         self._s.lessons[event.lesson_id] = row
         text = str(event.lesson_id)
         self._rows_by_text[text] = row
@@ -500,10 +635,17 @@ class LessonView:
             if used is not None:
                 row.last_used_at = used[0]
             row.in_play_epoch = self._s.epoch
+            if not self._full:
+                self._dirty_usage.add(lesson_id)
 
     def _recall(self, event: _Recalled, session: str, at: int) -> None:
         ids = event.lesson_ids
-        seen = self._s.recalled.setdefault(session, [])
+        seen = self._s.recalled.get(session)
+        if seen is None:
+            seen = self._s.recalled[session] = []
+            self._session_n[session] = len(self._session_n)
+            self._new_sessions.append(session)
+        before = len(seen)
         # Measured, per-id work was most of a rebuild: the set beside the saved list is
         # checked in C, and the usage clocks wait in one dict (see _settle).
         members = self._recalled_sets.get(session)
@@ -514,6 +656,8 @@ class LessonView:
                 if key not in members:
                     members.add(key)
                     seen.append(key)
+        if len(seen) != before and not self._full:
+            self._dirty_sessions.add(session)
         self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
@@ -527,6 +671,7 @@ class LessonView:
                 if row.status == "trusted":
                     row.status = "trial"
                 self._touched(row.scope)
+                self._dirty_lessons.add(row.lesson_id)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
                 self._move(row, position, ENVIRONMENT_CHANGED, None,
@@ -539,6 +684,7 @@ class LessonView:
             if row.active and row.in_play_epoch < self._s.epoch \
                     and row.longevity not in event.exempt:
                 self._touched(row.scope)
+                self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1
