@@ -8,6 +8,7 @@ it holds is explained by the moves it lists.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from typing import Union
 from uuid import UUID
@@ -32,6 +33,7 @@ from lessonledger.ledger.events import (
     LessonProposed,
     LessonRecalled,
     LessonSuperseded,
+    Operation,
     OutcomeObserved,
     ReconcilePassed,
     RulesAdopted,
@@ -88,6 +90,8 @@ _RECALLED = tag_of(LessonRecalled)
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(
     Union[_CLASSES])  # noqa: UP007
 _recalled = msgspec.msgpack.Decoder(_Recalled)
+#: Sessions whose recalled lessons are kept as a set too (an agent's session is short).
+_RECENT_SESSIONS = 256
 
 
 class LessonView:
@@ -107,7 +111,18 @@ class LessonView:
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
         self._retired: set[UUID] = set()
+        #: By session, the lessons recalled in it, as numbers into ``_id_texts``: four
+        #: bytes an entry, where the ids' text took about ninety (a big home recalls
+        #: millions). The saved state and the dump spell them out (:meth:`_state`).
+        self._recalled: dict[str, array[int]] = {}
+        self._id_texts: list[str] = []
+        self._id_numbers: dict[str, int] = {}
+        #: The recalled lessons of recent sessions as a set (a recall's check is then
+        #: done in C); made again from ``_recalled`` when a session comes back.
         self._recalled_sets: dict[str, set[str]] = {}
+        #: Each distinct operation, project and session an outcome holds (see _kept).
+        self._operations: dict[tuple[str, str, bool, str, int], Operation] = {}
+        self._strings: dict[str, str] = {}
         self._rows_by_text: dict[str, LessonRow] = {}
         #: Usage clocks recalls set and no row holds yet, by lesson id (text): (when, in
         #: play at epoch), the last recall's. Rows get them before anything reads them
@@ -148,7 +163,7 @@ class LessonView:
     def dump(self) -> bytes:
         """The whole state as bytes: views folded from the same log dump the same bytes."""
         self._settle()
-        return state_encoder.encode(self._s)
+        return state_encoder.encode(self._state())
 
     @classmethod
     def load(cls, data: bytes, rules: Rules | None = None) -> LessonView:
@@ -167,7 +182,7 @@ class LessonView:
     def rows(self) -> Iterable[tuple[bytes, bytes]]:
         """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
         self._settle()
-        return saved_rows.state_rows(self._s)
+        return saved_rows.state_rows(self._state())
 
     def changes(self) -> list[tuple[bytes, bytes | None]] | None:
         """The rows changed since the last :meth:`saved` (None deletes a row).
@@ -204,9 +219,10 @@ class LessonView:
                         saved_rows.session(name)))
         for name in self._dirty_sessions:
             n = self._session_n[name]
-            out += saved_rows.chunk_rows(saved_rows.RECALLED, n, s.recalled[name],
+            texts = self._texts(self._recalled[name])
+            out += saved_rows.chunk_rows(saved_rows.RECALLED, n, texts,
                                          self._saved_len.get((saved_rows.RECALLED, n), 0))
-            self._saving[saved_rows.RECALLED, n] = len(s.recalled[name])
+            self._saving[saved_rows.RECALLED, n] = len(texts)
         return out
 
     def saved(self) -> None:
@@ -214,7 +230,7 @@ class LessonView:
         if self._full:
             self._lesson_n = {i: n for n, i in enumerate(self._s.lessons)}
             self._failure_n = {k: n for n, k in enumerate(self._s.failures)}
-            self._session_n = {k: n for n, k in enumerate(self._s.recalled)}
+            self._session_n = {k: n for n, k in enumerate(self._recalled)}
             self._saved_len = self._lengths()
             self._full = False
         else:
@@ -227,7 +243,7 @@ class LessonView:
         for n, row in enumerate(self._s.lessons.values()):
             lengths[saved_rows.MOVES, n] = len(row.moves)
             lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
-        for n, ids in enumerate(self._s.recalled.values()):
+        for n, ids in enumerate(self._recalled.values()):
             lengths[saved_rows.RECALLED, n] = len(ids)
         return lengths
 
@@ -251,6 +267,10 @@ class LessonView:
         view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
         view._failure_n = {k: n for n, k in enumerate(state.failures)}
         view._session_n = {k: n for n, k in enumerate(state.recalled)}
+        for session, texts in state.recalled.items():
+            view._recalled[session] = view._numbers(texts)
+        state.recalled = {}
+        state.outcomes = {i: view._kept(row) for i, row in state.outcomes.items()}
         if view._s.adoptions:
             view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
@@ -408,7 +428,26 @@ class LessonView:
 
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
-        return [UUID(i) for i in self._s.recalled.get(session, ())]
+        return [UUID(i) for i in self._texts(self._recalled.get(session, ()))]
+
+    def _texts(self, numbers: Iterable[int]) -> list[str]:
+        texts = self._id_texts
+        return [texts[n] for n in numbers]
+
+    def _numbers(self, texts: Iterable[str]) -> array[int]:
+        numbers, index, known = array("L"), self._id_numbers, self._id_texts
+        for text in texts:
+            n = index.get(text)
+            if n is None:
+                n = index[text] = len(known)
+                known.append(text)
+            numbers.append(n)
+        return numbers
+
+    def _state(self) -> State:
+        """The state as saved and dumped: recalls spelled out as the ids' text."""
+        return msgspec.structs.replace(self._s, recalled={
+            session: self._texts(numbers) for session, numbers in self._recalled.items()})
 
     # -- the fold ---------------------------------------------------------------------
 
@@ -449,9 +488,12 @@ class LessonView:
                         self._redo_all()  # kept in its old place: ordinals move
                     else:
                         self._dirty_outcomes.append((len(self._s.outcomes), event.outcome_id))
+                texts = self._strings
                 self._s.outcomes[event.outcome_id] = OutcomeRow(
-                    outcome_id=event.outcome_id, project=event.project, session=session,
-                    passed=event.passed, operations=event.operations, at=at)
+                    outcome_id=event.outcome_id,
+                    project=texts.setdefault(event.project, event.project),
+                    session=texts.setdefault(session, session), passed=event.passed,
+                    operations=self._shared(event.operations), at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
                 if event.fingerprint:
@@ -512,6 +554,26 @@ class LessonView:
                 self.rules = rules_from(dict(event.figures))
             case _:
                 pass
+
+    def _kept(self, row: OutcomeRow) -> OutcomeRow:
+        """``row`` as the view keeps it: each operation, project and session held once.
+
+        Outcomes are most of a big view, and their operations repeat (the same operation
+        on the same target failing the same way): operations are frozen, so one object
+        stands for all outcomes that hold it. A refolded view (an erasure) starts with
+        none, so nothing an erased outcome held stays here.
+        """
+        texts = self._strings
+        return OutcomeRow(outcome_id=row.outcome_id,
+                          project=texts.setdefault(row.project, row.project),
+                          session=texts.setdefault(row.session, row.session),
+                          passed=row.passed, operations=self._shared(row.operations),
+                          at=row.at)
+
+    def _shared(self, operations: list[Operation]) -> list[Operation]:
+        shared = self._operations
+        return [shared.setdefault((op.op, op.target, op.ok, op.error, op.order), op)
+                for op in operations]
 
     def _session_of(self, outcome_id: UUID, fallback: str) -> str:
         """The session an outcome was observed in: the one its attribution counts for."""
@@ -640,9 +702,9 @@ class LessonView:
 
     def _recall(self, event: _Recalled, session: str, at: int) -> None:
         ids = event.lesson_ids
-        seen = self._s.recalled.get(session)
+        seen = self._recalled.get(session)
         if seen is None:
-            seen = self._s.recalled[session] = []
+            seen = self._recalled[session] = array("L")
             self._session_n[session] = len(self._session_n)
             self._new_sessions.append(session)
         before = len(seen)
@@ -650,12 +712,13 @@ class LessonView:
         # checked in C, and the usage clocks wait in one dict (see _settle).
         members = self._recalled_sets.get(session)
         if members is None:
-            members = self._recalled_sets[session] = set(seen)
+            if len(self._recalled_sets) >= _RECENT_SESSIONS:
+                self._recalled_sets.clear()
+            members = self._recalled_sets[session] = set(self._texts(seen))
         if not members.issuperset(ids):
-            for key in ids:
-                if key not in members:
-                    members.add(key)
-                    seen.append(key)
+            new = [key for key in dict.fromkeys(ids) if key not in members]
+            members.update(new)
+            seen.extend(self._numbers(new))
         if len(seen) != before and not self._full:
             self._dirty_sessions.add(session)
         self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))

@@ -7,7 +7,8 @@ import json
 import pytest
 from lessonledger.ops.cli import main
 
-FIGURES = ("build_peak_rss_mb", "open_s", "open_and_first_recall_s", "agent_peak_rss_mb",
+FIGURES = ("build_peak_rss_mb", "agent_rss_anon_mb", "open_s", "open_and_first_recall_s",
+           "agent_peak_rss_mb",
            "steady_written_bytes_per_event", "steady_stored_bytes_per_event",
            "written_vs_stored", "data_mdb_vs_live")
 
