@@ -175,11 +175,13 @@ class Ledger(ReadSide):
         self._follow()
         if self._erased_since_rebuild:
             self._replace_saved()
-        rows = self.runner.kept_as_rows()
-        whole = [name for name in self.runner.views if name not in rows]
-        if self.runner.unsaved(whole) >= _SAVE_EVERY:
+        # Views kept as rows are saved in the commands' transactions; these are the ones
+        # kept whole, and any a process folds far without writing (only others write).
+        lagging = [name for name in self.runner.views
+                   if self.runner.unsaved([name]) >= _SAVE_EVERY]
+        if lagging:
             with self._lock:
-                self.runner.save(whole)
+                self.runner.save(lagging)
 
     def _save_rows(self, writing: Writing) -> bool:
         """Save the rows of views kept as rows, in ``writing``, when due; True if saved."""

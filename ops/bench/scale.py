@@ -10,7 +10,10 @@ fsync while building: the build is not what is measured). Then, each in a fresh 
 - **steady state**: that process goes on with the story for ``steady`` calls, durable
   (an fsync per commit), and reports the bytes it handed to ``write`` calls against the
   stored size of the events those calls appended (envelope, body and index entries; target
-  3x);
+  3x); then ``steady`` more with :data:`BATCH` commands per transaction, as a group
+  commit makes them (queries recording nothing there), which separates what each
+  commit costs LMDB (every page a transaction touches is written again, with the branch
+  pages above it) from what the views cost;
 - **peak RSS** of the builder and of that agent (``VmHWM``; target 400 MB), and at the
   end what of it is the process's own memory and what is ``data.mdb`` mapped in;
 - **data.mdb** size over its live data (the pages its trees use).
@@ -32,7 +35,9 @@ from collections.abc import Callable
 from typing import Any
 
 import lmdb
+from lessonledger.commands import ObserveOutcome, ProposeLesson, Reconcile
 from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.messages import AnyCommand, command_from
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.bench.lifecycle import call, story
@@ -42,6 +47,10 @@ __all__ = ["run"]
 #: Calls the steady-state agent makes after opening the home: about 20,000 events, so
 #: the window holds whatever a ledger does only now and then (saving a view, say).
 STEADY_CALLS = 14_000
+#: Commands per write transaction in the batched phase (as a hub's group commit would).
+BATCH = 50
+_KINDS: dict[str, type[AnyCommand]] = {
+    "outcome": ObserveOutcome, "proposal": ProposeLesson, "reconcile": Reconcile}
 
 
 def _status(field: str) -> int:
@@ -155,11 +164,37 @@ def agent(path: str, skip: int, steady: int) -> dict[str, Any]:
             call(ledger, step)
         ledger.flush()
         written, after = _written() - written, ledger.head()
+        batched = _batched(ledger, list(itertools.islice(steps, steady)))
     finally:
         ledger.close()
     return {"open_s": round(opened, 3), "open_and_first_recall_s": round(first, 3),
             "steady_first": before + 1, "steady_last": after,
-            "steady_written": written} | _memory("agent")
+            "steady_written": written} | batched | _memory("agent")
+
+
+def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
+    """The story's commands, :data:`BATCH` per transaction; the bytes written for them.
+
+    Its queries record nothing here: each recall's record commits on its own (a query
+    that reads usage clocks waits for the one before it), so recorded, they would keep
+    one commit per query whatever the commands do.
+    """
+    before, written = ledger.head(), _written()
+    pending: list[AnyCommand] = []
+    for step in steps:
+        if step.kind == "query":
+            ledger.lessons(step.fields["project"], session=step.fields["session"],
+                           record=False)
+            continue
+        pending.append(command_from(dict(step.fields), _KINDS[step.kind]))
+        if len(pending) == BATCH:
+            ledger.execute_all(pending)
+            pending = []
+    if pending:
+        ledger.execute_all(pending)
+    ledger.flush()
+    return {"batched_first": before + 1, "batched_last": ledger.head(),
+            "batched_written": _written() - written}
 
 
 def _child(role: str, *args: str) -> dict[str, Any]:
@@ -188,6 +223,10 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
         appended = max(last - first + 1, 0)
         stored = _stored(path, first, last) if appended else 0
         written = measured.pop("steady_written")
+        b_first, b_last = measured.pop("batched_first"), measured.pop("batched_last")
+        b_events = max(b_last - b_first + 1, 0)
+        b_stored = _stored(path, b_first, b_last) if b_events else 0
+        b_written = measured.pop("batched_written")
         size = os.path.getsize(os.path.join(path, "data.mdb"))
         live = _live(path)
         per_event = written / appended if appended else 0.0
@@ -202,6 +241,9 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
             "steady_stored_bytes_per_event": round(own, 1),
             "written_vs_stored": round(per_event / own, 2) if own else 0.0,
             "target_written_vs_stored": 3.0,
+            "batched_commands_per_commit": BATCH,
+            "batched_events": b_events,
+            "batched_written_vs_stored": round(b_written / b_stored, 2) if b_stored else 0.0,
             "data_mdb_bytes": size, "live_bytes": live,
             "data_mdb_vs_live": round(size / live, 2) if live else 0.0,
         }
