@@ -95,9 +95,10 @@ _SAVE_EVERY = 20_000
 #: Save the rows of a view kept as rows once it has folded this many events since: in
 #: the write transaction of the command that reaches it, so they commit with the events
 #: they reflect. Not every command: LMDB rewrites every page a transaction touches, and
-#: a row is usually changed many times in a thousand events (measured by ``lessonledger
-#: bench scale``: bytes written per event against the events' own size).
-_ROWS_EVERY = 1_000
+#: the same rows change again and again (a lesson's usage clocks at every recall), so
+#: the longer the interval the fewer bytes per event (``lessonledger bench scale``
+#: measures them); reopening refolds at most this many events.
+_ROWS_EVERY = 5_000
 
 
 class Ledger(ReadSide):

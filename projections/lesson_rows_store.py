@@ -8,21 +8,22 @@ A lesson's usage clocks, which every recall moves, are a row of their own, so a 
 rewrites sixteen bytes, not the lesson.
 
 Keys are a family byte and the item's ordinal (its place in the view's dict, which is
-the order it was first folded in), then a chunk number for the growing lists: so rows
-written together sit together, and loading the rows in key order rebuilds every dict in
-the order a fold from position 0 makes it (the view's dump is the same bytes either way).
+the order it was first folded in), then what part of the item the row holds: so one
+lesson's rows sit together (LMDB rewrites every page a save touches, with the branch
+pages above it), and loading the rows in key order rebuilds every dict in the order a
+fold from position 0 makes it (the view's dump is the same bytes either way).
 
-================  =========================================================
-``h``             the header: position, epoch, erasure, adoptions, observed
-``l`` + n         lesson n without its moves, evidence and usage clocks
-``u`` + n         lesson n's usage clocks (last used, in play at epoch)
-``m`` + n + c     chunk c of lesson n's moves
-``e`` + n + c     chunk c of lesson n's evidence
-``o`` + n         outcome n
-``f`` + n         failure n and its key
-``r`` + n         session n's name
-``s`` + n + c     chunk c of the lessons recalled in session n
-================  =========================================================
+===================  =========================================================
+``h``                the header: position, epoch, erasure, adoptions, observed
+``l`` + n            lesson n without its moves, evidence and usage clocks
+``l`` + n + ``u``    lesson n's usage clocks (last used, in play at epoch)
+``l`` + n + ``m`` c  chunk c of lesson n's moves
+``l`` + n + ``e`` c  chunk c of lesson n's evidence
+``o`` + n            outcome n
+``f`` + n            failure n and its key
+``r`` + n            session n's name
+``r`` + n + ``s`` c  chunk c of the lessons recalled in session n
+===================  =========================================================
 """
 
 from __future__ import annotations
@@ -50,12 +51,16 @@ __all__ = [
     "state_rows",
 ]
 
-#: Items per chunk of a growing list.
-CHUNK = 64
+#: Items per chunk of a growing list: a save rewrites the last one, which stays well
+#: inside a page (a move is about 50 bytes, an id 37).
+CHUNK = 16
 
 HEADER = b"h"
-LESSON, USAGE, MOVES, EVIDENCE = b"l", b"u", b"m", b"e"
-OUTCOME, FAILURE, SESSION, RECALLED = b"o", b"f", b"r", b"s"
+LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
+#: What part of a lesson (or a session) a row under it holds.
+USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
+#: Which item family each part is kept under.
+_OWNER = {USAGE: LESSON, MOVES: LESSON, EVIDENCE: LESSON, RECALLED: SESSION}
 
 
 class Header(msgspec.Struct, array_like=True):
@@ -81,9 +86,12 @@ _text = msgspec.msgpack.Decoder(str)
 
 
 def key(family: bytes, ordinal: int, chunk: int | None = None) -> bytes:
-    """A row's key: its family, the item's ordinal, and a chunk number for a list."""
-    head = family + ordinal.to_bytes(8, "big")
-    return head if chunk is None else head + chunk.to_bytes(4, "big")
+    """A row's key: its family (or part), the item's ordinal, a chunk number for a list."""
+    owner = _OWNER.get(family)
+    if owner is None:
+        return family + ordinal.to_bytes(8, "big")
+    part = owner + ordinal.to_bytes(8, "big") + family
+    return part if chunk is None else part + chunk.to_bytes(4, "big")
 
 
 def header(state: State) -> bytes:
@@ -135,7 +143,7 @@ def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
 
 
 def state_rows(state: State) -> Iterator[tuple[bytes, bytes]]:
-    """Every row of ``state``, in key order."""
+    """Every row of ``state`` (each list's chunks in order)."""
     yield HEADER, header(state)
     for n, row in enumerate(state.lessons.values()):
         yield key(LESSON, n), lesson(row)
@@ -172,7 +180,7 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]]) -> State:
     names: dict[int, str] = {}
     recalled: dict[int, list[str]] = {}
     for k, value in rows:
-        family, n = k[:1], int.from_bytes(k[1:9], "big")
+        family, n = k[9:10] or k[:1], int.from_bytes(k[1:9], "big")
         if family == HEADER:
             head = _header.decode(value)
             state.position, state.epoch, state.erased_at = (head.position, head.epoch,
