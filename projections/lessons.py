@@ -116,6 +116,7 @@ class LessonView:
         #: millions). The saved state and the dump spell them out (:meth:`_state`).
         self._recalled: dict[str, array[int]] = {}
         self._id_texts: list[str] = []
+        self._id_uuids: list[UUID] = []  # the same ids, made once: policies read them
         self._id_numbers: dict[str, int] = {}
         #: The recalled lessons of recent sessions as a set (a recall's check is then
         #: done in C); made again from ``_recalled`` when a session comes back.
@@ -428,7 +429,8 @@ class LessonView:
 
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
-        return [UUID(i) for i in self._texts(self._recalled.get(session, ()))]
+        uuids = self._id_uuids
+        return [uuids[n] for n in self._recalled.get(session, ())]
 
     def _texts(self, numbers: Iterable[int]) -> list[str]:
         texts = self._id_texts
@@ -441,6 +443,7 @@ class LessonView:
             if n is None:
                 n = index[text] = len(known)
                 known.append(text)
+                self._id_uuids.append(UUID(text))
             numbers.append(n)
         return numbers
 

@@ -247,7 +247,8 @@ class Runner:
                force: bool = False) -> None:
         assert self.store is not None
         view = self.views[name]
-        if isinstance(view, RowProjection):
+        if _keeps_rows(view):
+            assert isinstance(view, RowProjection)
             changes = None if force else view.changes()
             if self.store.save_rows(name, view.position, changes, _Lazy(view), txn=txn,
                                     force=force):
@@ -262,7 +263,7 @@ class Runner:
 
     def kept_as_rows(self) -> list[str]:
         """The names of the views saved as rows."""
-        return [n for n, v in self.views.items() if isinstance(v, RowProjection)]
+        return [n for n, v in self.views.items() if _keeps_rows(v)]
 
     def unsaved(self, names: Iterable[str] | None = None) -> int:
         """How many positions the view furthest behind its saved state has folded since."""
@@ -285,6 +286,18 @@ def _no_cycle_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _keeps_rows(view: Projection) -> bool:
+    """True for a :class:`RowProjection` (its class read once, not every member checked)."""
+    kind = type(view)
+    keeps = _ROW_KINDS.get(kind)
+    if keeps is None:
+        keeps = _ROW_KINDS[kind] = isinstance(view, RowProjection)
+    return keeps
+
+
+_ROW_KINDS: dict[type, bool] = {}
 
 
 class _Lazy:
