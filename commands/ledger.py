@@ -186,10 +186,16 @@ class Ledger(ReadSide):
                 self.runner.save(lagging)
 
     def _save_rows(self, writing: Writing) -> bool:
-        """Save the rows of views kept as rows, in ``writing``, when due; True if saved."""
+        """Save the rows of views kept as rows, in ``writing``, when due; True if saved.
+
+        After an erasure folded in this transaction they are due at once: the views were
+        refolded without the erased bodies, and their rows replace the saved ones in the
+        transaction that deletes the bodies, so no saved row outlives what it came from.
+        """
+        erased = self.runner.erasures != self._erasures
         due = [name for name in self.runner.kept_as_rows()
-               if self.runner.unsaved([name]) >= _ROWS_EVERY]
-        if due and self.runner.erasures == self._erasures:  # else all is saved after
+               if erased or self.runner.unsaved([name]) >= _ROWS_EVERY]
+        if due:
             self.runner.save(due, txn=writing.txn)
             return True
         return False
