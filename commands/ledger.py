@@ -90,8 +90,15 @@ __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
 C = TypeVar("C", bound="AnyCommand | SkillCommand | AccessCommand")
 
-#: Save the view after folding this many events, so reopening stays quick.
+#: Save a view kept whole after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
+#: Save the rows of a view kept as rows once it has folded this many events since: in
+#: the write transaction of the command that reaches it, so they commit with the events
+#: they reflect. Not every command: LMDB rewrites every page a transaction touches, and
+#: the same rows change again and again (a lesson's usage clocks at every recall), so
+#: the longer the interval the fewer bytes per event (``lessonledger bench scale``
+#: measures them); reopening refolds at most this many events.
+_ROWS_EVERY = 5_000
 
 
 class Ledger(ReadSide):
@@ -170,8 +177,28 @@ class Ledger(ReadSide):
         self._follow()
         if self._erased_since_rebuild:
             self._replace_saved()
-        if self.runner.unsaved() >= _SAVE_EVERY:
-            self.save_view()
+        # Views kept as rows are saved in the commands' transactions; these are the ones
+        # kept whole, and any a process folds far without writing (only others write).
+        lagging = [name for name in self.runner.views
+                   if self.runner.unsaved([name]) >= _SAVE_EVERY]
+        if lagging:
+            with self._lock:
+                self.runner.save(lagging)
+
+    def _save_rows(self, writing: Writing) -> bool:
+        """Save the rows of views kept as rows, in ``writing``, when due; True if saved.
+
+        After an erasure folded in this transaction they are due at once: the views were
+        refolded without the erased bodies, and their rows replace the saved ones in the
+        transaction that deletes the bodies, so no saved row outlives what it came from.
+        """
+        erased = self.runner.erasures != self._erasures
+        due = [name for name in self.runner.kept_as_rows()
+               if erased or self.runner.unsaved([name]) >= _ROWS_EVERY]
+        if due:
+            self.runner.save(due, txn=writing.txn)
+            return True
+        return False
 
     def _refolded(self) -> None:
         self._erased_since_rebuild = True
@@ -271,7 +298,9 @@ class Ledger(ReadSide):
     def _transaction(self) -> Iterator[Writing]:
         """The log's write transaction, with the view caught up inside it; settle after."""
         with self._lock:
+            self._store.prepare()  # a tree cannot be made inside the write transaction
             writing: Writing | None = None
+            saved = False
             try:
                 # Queued recall records go first and are folded before deciding: what was
                 # recalled in a session is in play for that session's outcome.
@@ -279,8 +308,9 @@ class Ledger(ReadSide):
                     self._fold(writing, writing.append)
                     self._adopt(writing)
                     yield writing
+                    saved = self._save_rows(writing)
             except BaseException:
-                if writing is not None and writing.appended:
+                if writing is not None and (writing.appended or saved):
                     # The view folded events that were never committed: open it afresh.
                     self._open_views(self.view.wanted, self.recaller.embedder)
                 raise

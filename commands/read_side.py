@@ -272,6 +272,16 @@ class ReadSide:
             stats = outcome_stats(self.runner).project(project)
             return msgspec.msgpack.decode(msgspec.msgpack.encode(stats), type=ProjectStats)
 
+    def fold_to_head(self) -> int:
+        """Fold what was appended since into the views, reacting to nothing; the position.
+
+        What a query does before it reads a view (the skill queries do through here):
+        it never takes the write lock and never runs a policy.
+        """
+        with self._lock:
+            self._read()
+            return self.runner.position
+
     def grant_for(self, public_key: str) -> Grant | None:
         """A client key's current grant (Z85 public key), or None: it may not connect.
 

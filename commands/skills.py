@@ -129,14 +129,18 @@ class Skills:
 
     @property
     def view(self) -> DeltaView:
-        """The delta view, caught up (live: it moves as this ledger folds more)."""
-        self._ledger.catch_up()
+        """The delta view, folded to the head as a query folds (live: it moves on).
+
+        A read-side fold: what others appended is folded in, nothing is reacted to and
+        nothing written (commands react in their own transactions).
+        """
+        self._ledger.fold_to_head()
         return delta_view(self._ledger.runner)
 
     @property
     def facts(self) -> FactView:
-        """The fact table, caught up (live, as :attr:`view` is)."""
-        self._ledger.catch_up()
+        """The fact table, folded as :attr:`view` is (live, as it is)."""
+        self._ledger.fold_to_head()
         return fact_view(self._ledger.runner)
 
     @property

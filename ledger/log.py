@@ -515,6 +515,14 @@ class Writing:
         #: How many events this block has appended.
         self.appended = 0
 
+    @property
+    def txn(self) -> lmdb.Transaction:
+        """The write transaction: what must commit with these events is written in it.
+
+        A view's rows, a process recorder's tracking row.
+        """
+        return self._txn
+
     def append(self, events: Sequence[NewEvent]) -> list[Position]:
         """As :meth:`EventLog.append`, committed when the block ends.
 

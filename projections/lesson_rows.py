@@ -136,7 +136,8 @@ class State(msgspec.Struct, kw_only=True):
     epoch: int = 0
     lessons: dict[UUID, LessonRow] = {}
     outcomes: dict[UUID, OutcomeRow] = {}
-    recalled: dict[str, list[UUID]] = {}
+    #: By session, the lessons recalled in it (their ids' text, as UUIDs are stored).
+    recalled: dict[str, list[str]] = {}
     failures: dict[str, Failure] = {}
     #: The position of the last erasure folded: anything derived before it (a saved
     #: vector index, say) may hold what it erased.

@@ -8,7 +8,9 @@ it holds is explained by the moves it lists.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
+from typing import Union
 from uuid import UUID
 
 import msgspec
@@ -31,12 +33,14 @@ from lessonledger.ledger.events import (
     LessonProposed,
     LessonRecalled,
     LessonSuperseded,
+    Operation,
     OutcomeObserved,
     ReconcilePassed,
     RulesAdopted,
-    decode_event,
+    tag_of,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections import lesson_rows_store as saved_rows
 from lessonledger.projections.lesson_rows import (
     ACTIVE,
     Adoption,
@@ -54,6 +58,7 @@ from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_fr
 
 __all__ = [
     "ACTIVE",
+    "FOLDED",
     "Failure",
     "LessonRow",
     "LessonView",
@@ -62,6 +67,31 @@ __all__ = [
     "Status",
     "failure_key",
 ]
+
+
+class _Recalled(msgspec.Struct, frozen=True, tag=tag_of(LessonRecalled), tag_field="type"):
+    """What the fold reads of a ``LessonRecalled``: its lesson ids, as their text.
+
+    Recalls are the most frequent event and list up to a thousand lessons each; reading
+    the ids as strings (the form they are stored in, which the writer made from UUIDs)
+    skips making a UUID of each, and the other fields are skipped unread.
+    """
+
+    lesson_ids: list[str]
+
+
+#: The events the lesson view folds; any other record is passed over without decoding.
+_CLASSES = (OutcomeObserved, LessonProposed, LessonConfirmed, LessonContradicted,
+            LessonPromoted, LessonDemoted, LessonSuperseded, ReconcilePassed, RulesAdopted,
+            EnvironmentChanged, Erased)
+FOLDED: frozenset[str] = frozenset({tag_of(LessonRecalled), *(tag_of(c) for c in _CLASSES)})
+_RECALLED = tag_of(LessonRecalled)
+#: A typed decoder for the events folded here (their catalogue types) and no other.
+_decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(
+    Union[_CLASSES])  # noqa: UP007
+_recalled = msgspec.msgpack.Decoder(_Recalled)
+#: Sessions whose recalled lessons are kept as a set too (an agent's session is short).
+_RECENT_SESSIONS = 256
 
 
 class LessonView:
@@ -81,12 +111,48 @@ class LessonView:
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
         self._retired: set[UUID] = set()
-        self._recalled_sets: dict[str, set[int]] = {}
-        self._rows_by_int: dict[int, LessonRow] = {}
+        #: By session, the lessons recalled in it, as numbers into ``_id_texts``: four
+        #: bytes an entry, where the ids' text took about ninety (a big home recalls
+        #: millions). The saved state and the dump spell them out (:meth:`_state`).
+        self._recalled: dict[str, array[int]] = {}
+        self._id_texts: list[str] = []
+        self._id_uuids: list[UUID] = []  # the same ids, made once: policies read them
+        self._id_numbers: dict[str, int] = {}
+        #: The recalled lessons of recent sessions as a set (a recall's check is then
+        #: done in C); made again from ``_recalled`` when a session comes back.
+        self._recalled_sets: dict[str, set[str]] = {}
+        #: Each distinct operation, project and session an outcome holds (see _kept).
+        self._operations: dict[tuple[str, str, bool, str, int], Operation] = {}
+        self._strings: dict[str, str] = {}
+        self._rows_by_text: dict[str, LessonRow] = {}
+        #: Usage clocks recalls set and no row holds yet, by lesson id (text): (when, in
+        #: play at epoch), the last recall's. Rows get them before anything reads them
+        #: (:meth:`_settle`), so a long fold writes each lesson's clocks once, not once
+        #: per recall that listed it.
+        self._usage: dict[str, tuple[int, int]] = {}
         self._evidence_sets: dict[UUID, set[UUID]] = {}
         #: What demoted lessons said (``same_as``): known not to hold in every project.
         self._demoted: set[tuple[str, str, str, str]] = set()
         self._generations: dict[str, int] = {}
+        # -- saving as rows (projections/lesson_rows_store.py) --
+        #: Every row must be written afresh at the next save (a fresh view, one loaded
+        #: from a whole dump, one whose dicts took an item in an old place); while True
+        #: nothing below is tracked, so a rebuild pays nothing for it.
+        self._full = True
+        #: Ordinals: each item's place in its dict, the order it was first folded in.
+        self._lesson_n: dict[UUID, int] = {}
+        self._failure_n: dict[str, int] = {}
+        self._session_n: dict[str, int] = {}
+        #: Rows changed since the last save.
+        self._dirty_lessons: set[UUID] = set()
+        self._dirty_usage: set[UUID] = set()
+        self._dirty_outcomes: list[tuple[int, UUID]] = []
+        self._dirty_failures: set[str] = set()
+        self._dirty_sessions: set[str] = set()
+        self._new_sessions: list[str] = []
+        #: How many items each growing list held when last saved, by (family, ordinal).
+        self._saved_len: dict[tuple[bytes, int], int] = {}
+        self._saving: dict[tuple[bytes, int], int] = {}
 
     # -- persistence -----------------------------------------------------------------
 
@@ -97,18 +163,120 @@ class LessonView:
 
     def dump(self) -> bytes:
         """The whole state as bytes: views folded from the same log dump the same bytes."""
-        return state_encoder.encode(self._s)
+        self._settle()
+        return state_encoder.encode(self._state())
 
     @classmethod
     def load(cls, data: bytes, rules: Rules | None = None) -> LessonView:
-        """Restore a view from :meth:`dump`'s bytes."""
+        """Restore a view from :meth:`dump`'s bytes (its next save writes every row)."""
+        return cls._restored(state_decoder.decode(data), rules)
+
+    @classmethod
+    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]],
+                  rules: Rules | None = None) -> LessonView:
+        """Restore a view from the rows :meth:`rows` and :meth:`changes` gave."""
+        view = cls._restored(saved_rows.state_from_rows(rows), rules)
+        view._full = False
+        view._saved_len = view._lengths()
+        return view
+
+    def rows(self) -> Iterable[tuple[bytes, bytes]]:
+        """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
+        self._settle()
+        return saved_rows.state_rows(self._state())
+
+    def changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        """The rows changed since the last :meth:`saved` (None deletes a row).
+
+        None when every row must be written afresh (:meth:`rows`): the view was never
+        saved as rows, or an item took an old item's place in a dict.
+        """
+        self._settle()
+        if self._full:
+            return None
+        s = self._s
+        out: list[tuple[bytes, bytes | None]] = [(saved_rows.HEADER, saved_rows.header(s))]
+        self._saving = {}
+        for lesson_id in self._dirty_lessons:
+            row, n = s.lessons[lesson_id], self._lesson_n[lesson_id]
+            out.append((saved_rows.key(saved_rows.LESSON, n), saved_rows.lesson(row)))
+            for family, items in ((saved_rows.MOVES, row.moves),
+                                  (saved_rows.EVIDENCE, row.evidence)):
+                out += saved_rows.chunk_rows(family, n, items,
+                                             self._saved_len.get((family, n), 0))
+                self._saving[family, n] = len(items)
+        for lesson_id in self._dirty_usage:
+            n = self._lesson_n[lesson_id]
+            out.append((saved_rows.key(saved_rows.USAGE, n),
+                        saved_rows.usage(s.lessons[lesson_id])))
+        for n, outcome_id in self._dirty_outcomes:
+            out.append((saved_rows.key(saved_rows.OUTCOME, n),
+                        saved_rows.outcome(s.outcomes[outcome_id])))
+        for name in self._dirty_failures:
+            out.append((saved_rows.key(saved_rows.FAILURE, self._failure_n[name]),
+                        saved_rows.failure(name, s.failures[name])))
+        for name in self._new_sessions:
+            out.append((saved_rows.key(saved_rows.SESSION, self._session_n[name]),
+                        saved_rows.session(name)))
+        for name in self._dirty_sessions:
+            n = self._session_n[name]
+            texts = self._texts(self._recalled[name])
+            out += saved_rows.chunk_rows(saved_rows.RECALLED, n, texts,
+                                         self._saved_len.get((saved_rows.RECALLED, n), 0))
+            self._saving[saved_rows.RECALLED, n] = len(texts)
+        return out
+
+    def saved(self) -> None:
+        """The rows :meth:`changes` (or :meth:`rows`) gave are stored: track afresh."""
+        if self._full:
+            self._lesson_n = {i: n for n, i in enumerate(self._s.lessons)}
+            self._failure_n = {k: n for n, k in enumerate(self._s.failures)}
+            self._session_n = {k: n for n, k in enumerate(self._recalled)}
+            self._saved_len = self._lengths()
+            self._full = False
+        else:
+            self._saved_len.update(self._saving)
+        self._saving = {}
+        self._forget_changes()
+
+    def _lengths(self) -> dict[tuple[bytes, int], int]:
+        lengths: dict[tuple[bytes, int], int] = {}
+        for n, row in enumerate(self._s.lessons.values()):
+            lengths[saved_rows.MOVES, n] = len(row.moves)
+            lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
+        for n, ids in enumerate(self._recalled.values()):
+            lengths[saved_rows.RECALLED, n] = len(ids)
+        return lengths
+
+    def _redo_all(self) -> None:
+        """Every row is written afresh at the next save; stop tracking until then."""
+        self._full = True
+        self._forget_changes()
+
+    def _forget_changes(self) -> None:
+        self._dirty_lessons.clear()
+        self._dirty_usage.clear()
+        self._dirty_outcomes.clear()
+        self._dirty_failures.clear()
+        self._dirty_sessions.clear()
+        self._new_sessions.clear()
+
+    @classmethod
+    def _restored(cls, state: State, rules: Rules | None) -> LessonView:
         view = cls(rules)
-        view._s = state_decoder.decode(data)
+        view._s = state
+        view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
+        view._failure_n = {k: n for n, k in enumerate(state.failures)}
+        view._session_n = {k: n for n, k in enumerate(state.recalled)}
+        for session, texts in state.recalled.items():
+            view._recalled[session] = view._numbers(texts)
+        state.recalled = {}
+        state.outcomes = {i: view._kept(row) for i, row in state.outcomes.items()}
         if view._s.adoptions:
             view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
             view._place(row)
-            view._rows_by_int[row.lesson_id.int] = row
+            view._rows_by_text[str(row.lesson_id)] = row
             if any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
@@ -118,7 +286,21 @@ class LessonView:
     @property
     def lessons(self) -> dict[UUID, LessonRow]:
         """Every lesson ever proposed, by id."""
+        self._settle()
         return self._s.lessons
+
+    def _settle(self) -> None:
+        """Give the rows the usage clocks recalls set since the last read."""
+        if not self._usage:
+            return
+        rows, dirty = self._rows_by_text, self._dirty_usage
+        for key, (at, epoch) in self._usage.items():
+            row = rows.get(key)
+            if row is not None:
+                row.last_used_at, row.in_play_epoch = at, epoch
+                if not self._full:
+                    dirty.add(row.lesson_id)
+        self._usage.clear()
 
     @property
     def outcomes(self) -> dict[UUID, OutcomeRow]:
@@ -132,7 +314,7 @@ class LessonView:
 
     def active_for(self, project: str) -> list[LessonRow]:
         """Active lessons a project may see: its own and global ones, strongest first."""
-        lessons = self._s.lessons
+        lessons = self.lessons
         ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         rows = [lessons[i] for i in ids]
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
@@ -204,14 +386,20 @@ class LessonView:
         return self._oldest_first(self._retired)
 
     def _oldest_first(self, ids: Iterable[UUID]) -> list[LessonRow]:
-        rows = [self._s.lessons[i] for i in ids]
+        lessons = self.lessons
+        rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: r.moves[0].position if r.moves else 0)
 
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
-        listed = self._listed.pop(row.lesson_id, None)
+        lesson_id = row.lesson_id
+        listed = self._listed.get(lesson_id)
         self._touched(row.scope)
+        if row.active and listed is not None and listed[0] == row.scope \
+                and listed[1] == row.same_as:
+            return  # listed where it was: most moves change a figure, not the listing
         if listed is not None:
+            del self._listed[lesson_id]
             self._touched(listed[0])
             self._by_scope[listed[0]].discard(row.lesson_id)
             self._by_same[listed[1]].discard(row.lesson_id)
@@ -241,7 +429,28 @@ class LessonView:
 
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
-        return self._s.recalled.get(session, [])
+        uuids = self._id_uuids
+        return [uuids[n] for n in self._recalled.get(session, ())]
+
+    def _texts(self, numbers: Iterable[int]) -> list[str]:
+        texts = self._id_texts
+        return [texts[n] for n in numbers]
+
+    def _numbers(self, texts: Iterable[str]) -> array[int]:
+        numbers, index, known = array("L"), self._id_numbers, self._id_texts
+        for text in texts:
+            n = index.get(text)
+            if n is None:
+                n = index[text] = len(known)
+                known.append(text)
+                self._id_uuids.append(UUID(text))
+            numbers.append(n)
+        return numbers
+
+    def _state(self) -> State:
+        """The state as saved and dumped: recalls spelled out as the ids' text."""
+        return msgspec.structs.replace(self._s, recalled={
+            session: self._texts(numbers) for session, numbers in self._recalled.items()})
 
     # -- the fold ---------------------------------------------------------------------
 
@@ -249,10 +458,15 @@ class LessonView:
         """Fold one record in; records must come in position order."""
         envelope = record.envelope
         self._s.position = envelope.position
-        if record.payload is None:
-            return  # an erased body: the erasure's own event says what to forget
+        if record.payload is None or envelope.type not in FOLDED:
+            return  # an erased body (the erasure's own event says what to forget), or
+            # an event no lesson reads: passed over undecoded
         try:
-            event = decode_event(record.payload)
+            if envelope.type == _RECALLED:
+                self._recall(_recalled.decode(record.payload), envelope.session,
+                             envelope.occurred_at)
+                return
+            event = _decoder.decode(record.payload)
         except msgspec.DecodeError:
             return  # not a lesson event (an eventsourcing application's, say)
         self._fold(event, envelope.position, envelope.occurred_at, envelope.session)
@@ -261,6 +475,8 @@ class LessonView:
         row = self._s.lessons.get(getattr(event, "lesson_id", None))  # type: ignore[arg-type]
         if row is not None:
             self.changed.add(row.lesson_id)
+            if not self._full:
+                self._dirty_lessons.add(row.lesson_id)
             self._place(row)
             if envelope.stream_id == row.lesson_id:
                 row.version = envelope.version
@@ -270,9 +486,17 @@ class LessonView:
     def _fold(self, event: AnyEvent, position: int, at: int, session: str) -> None:
         match event:
             case OutcomeObserved():
+                if not self._full:
+                    if event.outcome_id in self._s.outcomes:
+                        self._redo_all()  # kept in its old place: ordinals move
+                    else:
+                        self._dirty_outcomes.append((len(self._s.outcomes), event.outcome_id))
+                texts = self._strings
                 self._s.outcomes[event.outcome_id] = OutcomeRow(
-                    outcome_id=event.outcome_id, project=event.project, session=session,
-                    passed=event.passed, operations=event.operations, at=at)
+                    outcome_id=event.outcome_id,
+                    project=texts.setdefault(event.project, event.project),
+                    session=texts.setdefault(session, session), passed=event.passed,
+                    operations=self._shared(event.operations), at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
                 if event.fingerprint:
@@ -286,7 +510,11 @@ class LessonView:
                         if key in self._s.failures:  # it worked: no streak of failures
                             self._s.failures[key].streak = 0
                             self._s.failures[key].streak_session = ""
+                            self._dirty_failures.add(key)
                         continue
+                    if key not in self._failure_n:
+                        self._failure_n[key] = len(self._failure_n)
+                    self._dirty_failures.add(key)
                     failure = self._s.failures.setdefault(key, Failure())
                     if failure.streak and failure.error == op.error:
                         if failure.streak_session != session:
@@ -317,8 +545,6 @@ class LessonView:
                     self._demoted.add(row.same_as)
                     self._move(row, position, LESSON_DEMOTED, event.outcome_id,
                                f"to {event.to_scope}")
-            case LessonRecalled():
-                self._recall(event, session, at)
             case EnvironmentChanged():
                 self._environment(event, position)
             case ReconcilePassed():
@@ -331,6 +557,26 @@ class LessonView:
                 self.rules = rules_from(dict(event.figures))
             case _:
                 pass
+
+    def _kept(self, row: OutcomeRow) -> OutcomeRow:
+        """``row`` as the view keeps it: each operation, project and session held once.
+
+        Outcomes are most of a big view, and their operations repeat (the same operation
+        on the same target failing the same way): operations are frozen, so one object
+        stands for all outcomes that hold it. A refolded view (an erasure) starts with
+        none, so nothing an erased outcome held stays here.
+        """
+        texts = self._strings
+        return OutcomeRow(outcome_id=row.outcome_id,
+                          project=texts.setdefault(row.project, row.project),
+                          session=texts.setdefault(row.session, row.session),
+                          passed=row.passed, operations=self._shared(row.operations),
+                          at=row.at)
+
+    def _shared(self, operations: list[Operation]) -> list[Operation]:
+        shared = self._operations
+        return [shared.setdefault((op.op, op.target, op.ok, op.error, op.order), op)
+                for op in operations]
 
     def _session_of(self, outcome_id: UUID, fallback: str) -> str:
         """The session an outcome was observed in: the one its attribution counts for."""
@@ -354,8 +600,16 @@ class LessonView:
             projects=[event.scope] if cited else [], in_play_epoch=self._s.epoch,
             sessions=sorted({self._s.outcomes[o].session for o in cited}),
         )
+        if not self._full:
+            if event.lesson_id in self._s.lessons:
+                self._redo_all()  # a new row in the old one's place: rewrite its lists
+            else:
+                self._lesson_n[event.lesson_id] = len(self._lesson_n)
+                self._dirty_usage.add(event.lesson_id)
         self._s.lessons[event.lesson_id] = row
-        self._rows_by_int[event.lesson_id.int] = row
+        text = str(event.lesson_id)
+        self._rows_by_text[text] = row
+        self._usage.pop(text, None)  # a recall before this proposal used no such row
         self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
@@ -442,26 +696,35 @@ class LessonView:
     def _touch(self, lesson_id: UUID) -> None:
         row = self._s.lessons.get(lesson_id)
         if row is not None:
+            used = self._usage.pop(str(lesson_id), None)
+            if used is not None:
+                row.last_used_at = used[0]
             row.in_play_epoch = self._s.epoch
+            if not self._full:
+                self._dirty_usage.add(lesson_id)
 
-    def _recall(self, event: LessonRecalled, session: str, at: int) -> None:
-        seen = self._s.recalled.setdefault(session, [])
-        # Recalls are the most frequent event and list many lessons each; measured, UUID
-        # hashing and list membership were most of a rebuild. So this loop keys by the
-        # UUID's int (hashed in C) and keeps a set beside the saved list.
+    def _recall(self, event: _Recalled, session: str, at: int) -> None:
+        ids = event.lesson_ids
+        seen = self._recalled.get(session)
+        if seen is None:
+            seen = self._recalled[session] = array("L")
+            self._session_n[session] = len(self._session_n)
+            self._new_sessions.append(session)
+        before = len(seen)
+        # Measured, per-id work was most of a rebuild: the set beside the saved list is
+        # checked in C, and the usage clocks wait in one dict (see _settle).
         members = self._recalled_sets.get(session)
         if members is None:
-            members = self._recalled_sets[session] = {i.int for i in seen}
-        rows, epoch = self._rows_by_int, self._s.epoch
-        for lesson_id in event.lesson_ids:
-            key = lesson_id.int
-            row = rows.get(key)
-            if row is not None:
-                row.last_used_at = at  # the usage clock only: never evidence or expiry
-                row.in_play_epoch = epoch
-            if key not in members:
-                members.add(key)
-                seen.append(lesson_id)
+            if len(self._recalled_sets) >= _RECENT_SESSIONS:
+                self._recalled_sets.clear()
+            members = self._recalled_sets[session] = set(self._texts(seen))
+        if not members.issuperset(ids):
+            new = [key for key in dict.fromkeys(ids) if key not in members]
+            members.update(new)
+            seen.extend(self._numbers(new))
+        if len(seen) != before and not self._full:
+            self._dirty_sessions.add(session)
+        self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
         # A lesson bound to the old value goes back on trial and is bound to the new one:
@@ -474,17 +737,20 @@ class LessonView:
                 if row.status == "trusted":
                     row.status = "trial"
                 self._touched(row.scope)
+                self._dirty_lessons.add(row.lesson_id)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
                 self._move(row, position, ENVIRONMENT_CHANGED, None,
                            f"{event.component}: {bound} -> {event.new}")
 
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
+        self._settle()  # which lessons were in play this epoch
         for row in self._s.lessons.values():
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch \
                     and row.longevity not in event.exempt:
                 self._touched(row.scope)
+                self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1

@@ -1,15 +1,40 @@
-"""Saved views: a view's whole state and the position it reflects, in one transaction.
+"""Saved views: a view's state and the position it reflects, in one transaction.
 
 Opening a ledger loads the saved state and folds only the events after it; dropping the
 saved state and folding from position 0 rebuilds the same view.
+
+A view is saved one of two ways, in the home's ``views`` tree:
+
+- **whole**: under its name, the position (8 bytes) and the whole state;
+- **as rows**: under its name the position alone, and its rows under ``name/`` + the
+  row's key. A save writes only the rows that changed (and deletes the ones that went),
+  and may run inside the transaction that appends the events the rows reflect.
+
+Either way, a position already saved is never overwritten by an older one, so a process
+behind never undoes one ahead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import cast
+
 import lmdb
+import msgspec
 from lessonledger.ledger.lmdb_env import LMDBHome
 
-__all__ = ["ViewStore"]
+__all__ = ["ROWS", "ViewStore"]
+
+#: What :meth:`ViewStore.load` puts before a view saved as rows: its rows packed in one
+#: value, which :meth:`ViewStore.save` unpacks again (so a saved view can be kept and put
+#: back as one value, whichever way it is stored).
+ROWS = b"\x00rows\x00"
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder(list[tuple[bytes, bytes]]).decode
+
+
+def _position(raw: bytes | memoryview | None) -> int:
+    return -1 if raw is None else int.from_bytes(raw[:8], "big")
 
 
 class ViewStore:
@@ -26,34 +51,57 @@ class ViewStore:
             self._db = self._home.db("views", create=create)
         return self._db is not None
 
+    def prepare(self) -> None:
+        """Make the store's tree now if it is missing, so a save can run in a caller's txn.
+
+        LMDB cannot open a new tree while this thread holds the write lock.
+        """
+        self._tree(create=True)
+
+    # -- whole values --------------------------------------------------------------------
+
     def save(self, name: str, position: int, state: bytes) -> bool:
         """Store ``state`` as of ``position`` unless a newer one is already stored.
 
         Returns True when stored. State and position go in one transaction, so a
-        reader never sees one without the other.
+        reader never sees one without the other. ``state`` as :meth:`load` gave it for a
+        view saved as rows is stored as those rows again.
         """
-        key = name.encode()
         self._tree(create=True)
         with self._env.begin(write=True) as txn:
-            current = txn.get(key, db=self._db)
-            if current is not None and int.from_bytes(current[:8], "big") >= position:
+            if _position(txn.get(name.encode(), db=self._db)) >= position:
                 return False
-            txn.put(key, position.to_bytes(8, "big") + state, db=self._db)
+            self._put_whole(txn, name, position, state)
         return True
 
     def replace(self, name: str, position: int, state: bytes) -> None:
         """Store ``state`` as of ``position`` whatever is stored (a rebuild's result)."""
         self._tree(create=True)
         with self._env.begin(write=True) as txn:
-            txn.put(name.encode(), position.to_bytes(8, "big") + state, db=self._db)
+            self._put_whole(txn, name, position, state)
+
+    def _put_whole(self, txn: lmdb.Transaction, name: str, position: int,
+                   state: bytes) -> None:
+        if state.startswith(ROWS):
+            self._put_rows(txn, name, position, _unpack(state[len(ROWS):]), fresh=True)
+            return
+        self._clear_rows(txn, name)
+        txn.put(name.encode(), position.to_bytes(8, "big") + state, db=self._db)
 
     def load(self, name: str) -> tuple[int, bytes] | None:
-        """Return (position, state) of the saved view, or None."""
+        """Return (position, state) of the saved view, or None.
+
+        For a view saved as rows, the state is :data:`ROWS` and its rows packed.
+        """
         if not self._tree(create=False):
             return None
         with self._env.begin() as txn:
             raw = txn.get(name.encode(), db=self._db)
-        return (int.from_bytes(raw[:8], "big"), raw[8:]) if raw is not None else None
+            if raw is None:
+                return None
+            if len(raw) > 8:
+                return _position(raw), raw[8:]
+            return _position(raw), ROWS + _pack(list(self._rows(txn, name)))
 
     def drop(self, name: str) -> None:
         """Forget the saved view; the next open folds from position 0."""
@@ -61,3 +109,80 @@ class ViewStore:
             return
         with self._env.begin(write=True) as txn:
             txn.delete(name.encode(), db=self._db)
+            self._clear_rows(txn, name)
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def load_rows(self, name: str) -> tuple[int, list[tuple[bytes, bytes]]] | None:
+        """(position, rows in key order) of a view saved as rows; None if it is not."""
+        if not self._tree(create=False):
+            return None
+        with self._env.begin() as txn:
+            raw = txn.get(name.encode(), db=self._db)
+            if raw is None or len(raw) > 8:
+                return None
+            return _position(raw), list(self._rows(txn, name))
+
+    def save_rows(self, name: str, position: int,
+                  rows: Iterable[tuple[bytes, bytes | None]] | None, everything: Iterable[
+                      tuple[bytes, bytes]] = (), *, txn: lmdb.Transaction | None = None,
+                  force: bool = False) -> bool:
+        """Store a view's changed ``rows`` (None deletes one) as of ``position``.
+
+        ``rows`` None: the view's rows are ``everything``, replacing whatever was saved.
+        Nothing is stored when a newer position is (unless ``force``: a rebuild).
+        ``txn`` is a write transaction to save in (the one appending the events the rows
+        reflect), else the store's own. Returns True when stored.
+        """
+        if txn is not None:
+            if not self._tree(create=False):
+                return False  # not prepared: saved by the next save of its own
+            return self._save_rows(txn, name, position, rows, everything, force)
+        self._tree(create=True)
+        with self._env.begin(write=True) as own:
+            return self._save_rows(own, name, position, rows, everything, force)
+
+    def _save_rows(self, txn: lmdb.Transaction, name: str, position: int,
+                   rows: Iterable[tuple[bytes, bytes | None]] | None,
+                   everything: Iterable[tuple[bytes, bytes]], force: bool) -> bool:
+        current = txn.get(name.encode(), db=self._db)  # bytes: the env has no buffers
+        if not force and _position(current) >= position:
+            return False
+        if rows is None or current is None or len(current) > 8:
+            # Changes alone stand only on the rows they change: over a view saved whole,
+            # or none, the view's first save as rows is all of it.
+            self._put_rows(txn, name, position, everything, fresh=True)
+        else:
+            self._put_rows(txn, name, position, rows, fresh=False)
+        return True
+
+    def _put_rows(self, txn: lmdb.Transaction, name: str, position: int,
+                  rows: Iterable[tuple[bytes, bytes | None]], *, fresh: bool) -> None:
+        prefix = name.encode() + b"/"
+        if fresh:
+            self._clear_rows(txn, name)
+        for key, value in rows:
+            if value is None:
+                txn.delete(prefix + key, db=self._db)
+            else:
+                txn.put(prefix + key, value, db=self._db)
+        txn.put(name.encode(), position.to_bytes(8, "big"), db=self._db)
+
+    def _rows(self, txn: lmdb.Transaction, name: str) -> Iterator[tuple[bytes, bytes]]:
+        prefix = name.encode() + b"/"
+        cursor = txn.cursor(db=self._db)
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cast(Iterator[tuple[bytes, bytes]], cursor.iternext()):
+            if not key.startswith(prefix):
+                return
+            yield key[len(prefix):], value
+
+    def _clear_rows(self, txn: lmdb.Transaction, name: str) -> None:
+        prefix = name.encode() + b"/"
+        cursor = txn.cursor(db=self._db)
+        if not cursor.set_range(prefix):
+            return
+        while bytes(cursor.key()).startswith(prefix):
+            if not cursor.delete():
+                return

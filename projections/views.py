@@ -50,7 +50,8 @@ ACCESS = "access"
 def registry(rules: Rules | None = None) -> list[Registered]:
     """Every view the ledger keeps, in the order each record is applied to them."""
     return [
-        Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules)),
+        Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules),
+                   lambda rows: LessonView.load_rows(rows, rules)),
         Registered(STATS_NAME, OutcomeStats, OutcomeStats.load),
         Registered(AUDIT_NAME, AuditIndex, AuditIndex.load),
         Registered(DELTAS, DeltaView, DeltaView.load),

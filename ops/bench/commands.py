@@ -58,6 +58,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return _report(args, result)
 
 
+def _cmd_bench_scale(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import scale as bench_scale
+
+    return _report(args, bench_scale.run(events=args.events, steady=args.steady,
+                                         progress=_say))
+
+
 def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import lifecycle as bench_lifecycle
 
@@ -243,6 +250,18 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                                 "(default 100,000)")
     lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
     lifecycle.set_defaults(run=_cmd_bench_lifecycle)
+    scale = which.add_parser("scale", help=(
+        "a home of agents' outcomes and lessons built to --events, then an agent on it: "
+        "open and first recall, peak RSS, bytes written per event in steady state against "
+        "the events' stored size, data.mdb over its live data"))
+    scale.add_argument("--events", type=count_option(1_000), default=2_000_000,
+                       help="events the home holds before the agent opens it "
+                            "(default 2,000,000; 50,000 for a quick run)")
+    scale.add_argument("--steady", type=count_option(10), default=14_000,
+                       help="durable calls the agent makes in steady state (default "
+                            "14,000: about 20,000 events)")
+    scale.add_argument("--json", action="store_true", help="print one JSON object")
+    scale.set_defaults(run=_cmd_bench_scale)
     deltas = which.add_parser("deltas", help=(
         "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
         "the delta view's fold vs raw replay"))

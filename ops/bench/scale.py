@@ -1,0 +1,259 @@
+"""Scale benchmark: a big home of agents' outcomes and lessons, and what it costs an agent.
+
+A home is built the way agents build one: the lifecycle benchmark's fleet story (50
+projects, a pool of shared traps, recalls, outcomes, proposals, a reconcile a day) runs
+through :class:`Ledger` in one agent process until the log holds ``events`` events (no
+fsync while building: the build is not what is measured). Then, each in a fresh process:
+
+- **open and first recall**: the time from opening a :class:`Ledger` on the home to the
+  answer of its first recall (target 2 s), after the builder closed it (saved views);
+- **steady state**: that process goes on with the story for ``steady`` calls, durable
+  (an fsync per commit), and reports the bytes it handed to ``write`` calls against the
+  stored size of the events those calls appended (envelope, body and index entries; target
+  3x); then ``steady`` more with :data:`BATCH` commands per transaction, as a group
+  commit makes them (queries recording nothing there), which separates what each
+  commit costs LMDB (every page a transaction touches is written again, with the branch
+  pages above it) from what the views cost;
+- **peak RSS** of the builder and of that agent (``VmHWM``; target 400 MB), and at the
+  end what of it is the process's own memory and what is ``data.mdb`` mapped in;
+- **data.mdb** size over its live data (the pages its trees use).
+
+Every figure is printed beside the baseline it is judged against, from the same run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lmdb
+from lessonledger.commands import ObserveOutcome, ProposeLesson, Reconcile
+from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.messages import AnyCommand, command_from
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ops.bench.lifecycle import call, story
+
+__all__ = ["run"]
+
+#: Calls the steady-state agent makes after opening the home: about 20,000 events, so
+#: the window holds whatever a ledger does only now and then (saving a view, say).
+STEADY_CALLS = 14_000
+#: Commands per write transaction in the batched phase (as a hub's group commit would).
+BATCH = 50
+_KINDS: dict[str, type[AnyCommand]] = {
+    "outcome": ObserveOutcome, "proposal": ProposeLesson, "reconcile": Reconcile}
+
+
+def _status(field: str) -> int:
+    """A size from /proc/self/status, in bytes (0 where the kernel has no such line)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set (VmHWM), in bytes."""
+    return _status("VmHWM")
+
+
+def _memory(prefix: str) -> dict[str, float]:
+    """Peak RSS, and what is resident now: the process's own memory and mapped files.
+
+    LMDB maps ``data.mdb``: every page a process reads counts in its RSS as a file page
+    (the kernel may drop it at any time), so the peak reads as the sum of both.
+    """
+    return {f"{prefix}_peak_rss_mb": round(_peak_rss() / 1e6, 1),
+            f"{prefix}_rss_anon_mb": round(_status("RssAnon") / 1e6, 1),
+            f"{prefix}_rss_file_mb": round(_status("RssFile") / 1e6, 1)}
+
+
+def _written() -> int:
+    """Bytes this process has handed to write calls (``wchar`` of /proc/self/io)."""
+    with open("/proc/self/io") as io:
+        for line in io:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _stored(path: str, start: int, stop: int) -> int:
+    """The stored size of the events at positions ``start..stop``: keys and values.
+
+    The envelope and body entries of the log tree, and each event's stream and id index
+    entries (a key and an 8-byte position each).
+    """
+    home = acquire(path, sync=False)
+    try:
+        log = EventLog(home, LOG_NAME)
+        total = 0
+        for position, envelope, body, link in log.raw(start):
+            if position > stop:
+                break
+            total += 9 + len(envelope) + len(link or b"") + (9 + len(body) if body else 0)
+        for record in log.scan(start, stop):
+            # The stream key (1 tag + 2 length + id + 8 version) and the id key, each
+            # mapping to an 8-byte position.
+            total += 11 + len(record.envelope.stream) + 8 + 8
+            if record.envelope.event_id:
+                total += len(record.envelope.event_id) + 8
+        return total
+    finally:
+        release(home)
+
+
+def _live(path: str) -> int:
+    """Bytes of the pages the home's trees use (branch, leaf and overflow pages)."""
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=128, subdir=True)
+    try:
+        size = env.stat()["psize"]
+        pages = 0
+        with env.begin() as txn:
+            names = [key for key, _ in txn.cursor()]
+            for name in names:
+                stat = txn.stat(env.open_db(name, txn=txn, create=False))
+                pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+        main = env.stat()
+        pages += main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"]
+        return int(pages * size)
+    finally:
+        env.close()
+
+
+def build(path: str, events: int) -> dict[str, Any]:
+    """Run the story through one ledger until the log holds ``events``; the agent's figures."""
+    started = time.perf_counter()
+    steps, calls = story(), 0
+    ledger = Ledger(path, sync=False)
+    try:
+        while ledger.head() < events:
+            call(ledger, next(steps))
+            calls += 1
+        head = ledger.head()
+    finally:
+        ledger.close()
+    return {"events": head, "calls": calls,
+            "build_s": round(time.perf_counter() - started, 1)} | _memory("build")
+
+
+def agent(path: str, skip: int, steady: int) -> dict[str, Any]:
+    """Open the home, answer a first recall, then make ``steady`` durable calls."""
+    steps = story()
+    for _ in itertools.islice(steps, skip):  # past what the builder already did
+        pass
+    ahead = list(itertools.islice(steps, steady))
+    asks = next(step for step in ahead if step.kind == "query")
+    started = time.perf_counter()
+    ledger = Ledger(path, sync=True)
+    try:
+        opened = time.perf_counter() - started
+        ledger.recall(asks.fields["project"], "make build test", session="scale-first")
+        first = time.perf_counter() - started
+        before, written = ledger.head(), _written()
+        for step in ahead:
+            call(ledger, step)
+        ledger.flush()
+        written, after = _written() - written, ledger.head()
+        batched = _batched(ledger, list(itertools.islice(steps, steady)))
+    finally:
+        ledger.close()
+    return {"open_s": round(opened, 3), "open_and_first_recall_s": round(first, 3),
+            "steady_first": before + 1, "steady_last": after,
+            "steady_written": written} | batched | _memory("agent")
+
+
+def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
+    """The story's commands, :data:`BATCH` per transaction; the bytes written for them.
+
+    Its queries record nothing here: each recall's record commits on its own (a query
+    that reads usage clocks waits for the one before it), so recorded, they would keep
+    one commit per query whatever the commands do.
+    """
+    before, written = ledger.head(), _written()
+    pending: list[AnyCommand] = []
+    for step in steps:
+        if step.kind == "query":
+            ledger.lessons(step.fields["project"], session=step.fields["session"],
+                           record=False)
+            continue
+        pending.append(command_from(dict(step.fields), _KINDS[step.kind]))
+        if len(pending) == BATCH:
+            ledger.execute_all(pending)
+            pending = []
+    if pending:
+        ledger.execute_all(pending)
+    ledger.flush()
+    return {"batched_first": before + 1, "batched_last": ledger.head(),
+            "batched_written": _written() - written}
+
+
+def _child(role: str, *args: str) -> dict[str, Any]:
+    """Run ``role`` of this module in a fresh Python process; its JSON result."""
+    done = subprocess.run([sys.executable, "-m", __name__, role, *args],
+                          check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None = None,
+        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build a home of ``events`` events, then measure an agent on it; return flat figures."""
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(line)
+
+    tmp = tempfile.mkdtemp(prefix="ll-scale-", dir=workdir)
+    try:
+        path = os.path.join(tmp, "home")
+        say(f"building a home of {events:,} events (one agent process, no fsync)")
+        built = _child("build", path, str(events))
+        say(f"built {built['events']:,} events in {built['build_s']} s")
+        measured = _child("agent", path, str(built["calls"]), str(steady))
+        first, last = measured.pop("steady_first"), measured.pop("steady_last")
+        appended = max(last - first + 1, 0)
+        stored = _stored(path, first, last) if appended else 0
+        written = measured.pop("steady_written")
+        b_first, b_last = measured.pop("batched_first"), measured.pop("batched_last")
+        b_events = max(b_last - b_first + 1, 0)
+        b_stored = _stored(path, b_first, b_last) if b_events else 0
+        b_written = measured.pop("batched_written")
+        size = os.path.getsize(os.path.join(path, "data.mdb"))
+        live = _live(path)
+        per_event = written / appended if appended else 0.0
+        own = stored / appended if appended else 0.0
+        return built | measured | {
+            "target_open_and_first_recall_s": 2.0,
+            "target_peak_rss_mb": 400,
+            "steady_calls": steady,
+            "steady_events": appended,
+            "steady_written_bytes_per_call": round(written / steady, 1),
+            "steady_written_bytes_per_event": round(per_event, 1),
+            "steady_stored_bytes_per_event": round(own, 1),
+            "written_vs_stored": round(per_event / own, 2) if own else 0.0,
+            "target_written_vs_stored": 3.0,
+            "batched_commands_per_commit": BATCH,
+            "batched_events": b_events,
+            "batched_written_vs_stored": round(b_written / b_stored, 2) if b_stored else 0.0,
+            "data_mdb_bytes": size, "live_bytes": live,
+            "data_mdb_vs_live": round(size / live, 2) if live else 0.0,
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    role, *rest = sys.argv[1:]
+    if role == "build":
+        print(json.dumps(build(rest[0], int(rest[1]))))
+    else:
+        print(json.dumps(agent(rest[0], int(rest[1]), int(rest[2]))))

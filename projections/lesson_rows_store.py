@@ -1,0 +1,213 @@
+"""The lesson view saved as rows: one per lesson, outcome, failure and session.
+
+A big home's lesson view was one value of hundreds of megabytes, rewritten whole every
+20,000 events. Saved as rows, a save writes only what changed since the last one, and
+the parts that only grow (a lesson's moves and evidence, a session's recalls) are cut
+into chunks of :data:`CHUNK` items, so a save appends to them instead of rewriting them.
+A lesson's usage clocks, which every recall moves, are a row of their own, so a recall
+rewrites sixteen bytes, not the lesson.
+
+Keys are a family byte and the item's ordinal (its place in the view's dict, which is
+the order it was first folded in), then what part of the item the row holds: so one
+lesson's rows sit together (LMDB rewrites every page a save touches, with the branch
+pages above it), and loading the rows in key order rebuilds every dict in the order a
+fold from position 0 makes it (the view's dump is the same bytes either way).
+
+===================  =========================================================
+``h``                the header: position, epoch, erasure, adoptions, observed
+``l`` + n            lesson n without its moves, evidence and usage clocks
+``l`` + n + ``u``    lesson n's usage clocks (last used, in play at epoch)
+``l`` + n + ``m`` c  chunk c of lesson n's moves
+``l`` + n + ``e`` c  chunk c of lesson n's evidence
+``o`` + n            outcome n
+``f`` + n            failure n and its key
+``r`` + n            session n's name
+``r`` + n + ``s`` c  chunk c of the lessons recalled in session n
+===================  =========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from lessonledger.projections.lesson_rows import (
+    Adoption,
+    Failure,
+    LessonRow,
+    Move,
+    OutcomeRow,
+    State,
+)
+
+__all__ = [
+    "CHUNK",
+    "Header",
+    "chunk_rows",
+    "key",
+    "state_from_rows",
+    "state_rows",
+]
+
+#: Items per chunk of a growing list: a save rewrites the last one, which stays well
+#: inside a page (a move is about 50 bytes, an id 37).
+CHUNK = 16
+
+HEADER = b"h"
+LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
+#: What part of a lesson (or a session) a row under it holds.
+USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
+#: Which item family each part is kept under.
+_OWNER = {USAGE: LESSON, MOVES: LESSON, EVIDENCE: LESSON, RECALLED: SESSION}
+
+
+class Header(msgspec.Struct, array_like=True):
+    """What the view holds beside its rows."""
+
+    position: int
+    epoch: int
+    erased_at: int
+    adoptions: list[Adoption]
+    observed: dict[str, dict[str, str]]
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_header = msgspec.msgpack.Decoder(Header)
+_lesson = msgspec.msgpack.Decoder(LessonRow)
+_usage = msgspec.msgpack.Decoder(tuple[int, int])
+_moves = msgspec.msgpack.Decoder(list[Move])
+_ids = msgspec.msgpack.Decoder(list[UUID])
+_outcome = msgspec.msgpack.Decoder(OutcomeRow)
+_failure = msgspec.msgpack.Decoder(tuple[str, Failure])
+_texts = msgspec.msgpack.Decoder(list[str])
+_text = msgspec.msgpack.Decoder(str)
+
+
+def key(family: bytes, ordinal: int, chunk: int | None = None) -> bytes:
+    """A row's key: its family (or part), the item's ordinal, a chunk number for a list."""
+    owner = _OWNER.get(family)
+    if owner is None:
+        return family + ordinal.to_bytes(8, "big")
+    part = owner + ordinal.to_bytes(8, "big") + family
+    return part if chunk is None else part + chunk.to_bytes(4, "big")
+
+
+def header(state: State) -> bytes:
+    """The header row's value."""
+    return _encode(Header(state.position, state.epoch, state.erased_at, state.adoptions,
+                          state.observed))
+
+
+def lesson(row: LessonRow) -> bytes:
+    """A lesson row's value: the lesson without what has rows of its own."""
+    return _encode(msgspec.structs.replace(row, moves=[], evidence=[], last_used_at=0,
+                                           in_play_epoch=0))
+
+
+def usage(row: LessonRow) -> bytes:
+    """A lesson's usage row's value."""
+    return _encode((row.last_used_at, row.in_play_epoch))
+
+
+def outcome(row: OutcomeRow) -> bytes:
+    """An outcome row's value."""
+    return _encode(row)
+
+
+def failure(name: str, row: Failure) -> bytes:
+    """A failure row's value, with its key (``project|op|target``)."""
+    return _encode((name, row))
+
+
+def session(name: str) -> bytes:
+    """A session row's value: its name."""
+    return _encode(name)
+
+
+def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
+               ) -> Iterator[tuple[bytes, bytes | None]]:
+    """The chunk rows of a list that held ``saved`` items when last saved.
+
+    A list only grows, so only its last saved chunk and the ones after it change; a list
+    shorter than it was (its lesson proposed afresh) has its extra chunks removed.
+    """
+    if saved == len(items):
+        return
+    first = saved // CHUNK if saved < len(items) else 0
+    for chunk in range(first, -(-len(items) // CHUNK)):
+        yield key(family, ordinal, chunk), _encode(items[chunk * CHUNK:(chunk + 1) * CHUNK])
+    for chunk in range(-(-len(items) // CHUNK), -(-saved // CHUNK)):
+        yield key(family, ordinal, chunk), None
+
+
+def state_rows(state: State) -> Iterator[tuple[bytes, bytes]]:
+    """Every row of ``state`` (each list's chunks in order)."""
+    yield HEADER, header(state)
+    for n, row in enumerate(state.lessons.values()):
+        yield key(LESSON, n), lesson(row)
+    for n, row in enumerate(state.lessons.values()):
+        for k, v in chunk_rows(MOVES, n, row.moves, 0):
+            assert v is not None
+            yield k, v
+    for n, row in enumerate(state.lessons.values()):
+        for k, v in chunk_rows(EVIDENCE, n, row.evidence, 0):
+            assert v is not None
+            yield k, v
+    for n, out in enumerate(state.outcomes.values()):
+        yield key(OUTCOME, n), outcome(out)
+    for n, (name, fail) in enumerate(state.failures.items()):
+        yield key(FAILURE, n), failure(name, fail)
+    for n, name in enumerate(state.recalled):
+        yield key(SESSION, n), session(name)
+    for n, ids in enumerate(state.recalled.values()):
+        for k, v in chunk_rows(RECALLED, n, ids, 0):
+            assert v is not None
+            yield k, v
+    for n, row in enumerate(state.lessons.values()):
+        yield key(USAGE, n), usage(row)
+
+
+def state_from_rows(rows: Iterable[tuple[bytes, bytes]]) -> State:
+    """The state :func:`state_rows` (and saves of what changed since) wrote."""
+    state = State()
+    lessons: dict[int, LessonRow] = {}
+    moves: dict[int, list[Move]] = {}
+    evidence: dict[int, list[UUID]] = {}
+    used: dict[int, tuple[int, int]] = {}
+    outcomes: list[OutcomeRow] = []
+    names: dict[int, str] = {}
+    recalled: dict[int, list[str]] = {}
+    for k, value in rows:
+        family, n = k[9:10] or k[:1], int.from_bytes(k[1:9], "big")
+        if family == HEADER:
+            head = _header.decode(value)
+            state.position, state.epoch, state.erased_at = (head.position, head.epoch,
+                                                            head.erased_at)
+            state.adoptions, state.observed = head.adoptions, head.observed
+        elif family == LESSON:
+            lessons[n] = _lesson.decode(value)
+        elif family == USAGE:
+            used[n] = _usage.decode(value)
+        elif family == MOVES:
+            moves.setdefault(n, []).extend(_moves.decode(value))
+        elif family == EVIDENCE:
+            evidence.setdefault(n, []).extend(_ids.decode(value))
+        elif family == OUTCOME:
+            outcomes.append(_outcome.decode(value))
+        elif family == FAILURE:
+            name, fail = _failure.decode(value)
+            state.failures[name] = fail
+        elif family == SESSION:
+            names[n] = _text.decode(value)
+        elif family == RECALLED:
+            recalled.setdefault(n, []).extend(_texts.decode(value))
+    for n in sorted(lessons):
+        row = lessons[n]
+        row.moves, row.evidence = moves.get(n, []), evidence.get(n, [])
+        row.last_used_at, row.in_play_epoch = used.get(n, (0, 0))
+        state.lessons[row.lesson_id] = row
+    state.outcomes = {o.outcome_id: o for o in outcomes}
+    state.recalled = {names[n]: recalled.get(n, []) for n in sorted(names)}
+    return state
