@@ -23,6 +23,7 @@ __all__ = [
     "DELTA_PROPOSED",
     "ENVIRONMENT_CHANGED",
     "ERASED",
+    "ERASURE_ACKNOWLEDGED",
     "EVENT_CLASSES",
     "EVENT_TYPES",
     "FACT_LEARNED",
@@ -39,6 +40,7 @@ __all__ = [
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
     "SKILL_REGISTERED",
+    "SNAPSHOT_TAKEN",
     "TRIGGERS_POLICIES",
     "AnyEvent",
     "Confidence",
@@ -50,6 +52,7 @@ __all__ = [
     "DeltaRestaged",
     "EnvironmentChanged",
     "Erased",
+    "ErasureAcknowledged",
     "ErasureKind",
     "FactLearned",
     "Fingerprint",
@@ -73,6 +76,7 @@ __all__ = [
     "Signal",
     "SkillBaseRegistered",
     "SkillResolved",
+    "SnapshotTaken",
     "Text",
     "decode_event",
     "encode_event",
@@ -481,6 +485,39 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     command_digest: Digest = b""
 
 
+class SnapshotTaken(_Event, frozen=True, kw_only=True, tag="sync.snapshot"):
+    """A ref now names a snapshot of the log up to the position before this event.
+
+    The fields are the snapshot's (:class:`lessonledger.ledger.objects.Snapshot`), so
+    its id can be recomputed from the log; ``previous`` is the id the ref named when the
+    snapshot was taken (empty for a new ref): refs move only by compare-and-swap. Written
+    with no principal or session, so no erasure takes it.
+    """
+
+    name: Name
+    previous: Digest = b""
+    parent: Digest = b""
+    first: Annotated[int, Meta(ge=1)] = 1
+    last: Annotated[int, Meta(ge=0)] = 0
+    root: Digest = b""
+    link: Digest = b""
+    erasures: Annotated[int, Meta(ge=0)] = 0
+    created_at: Annotated[int, Meta(ge=0)] = 0
+    origin: Annotated[str, Meta(max_length=200)] = ""
+
+
+class ErasureAcknowledged(_Event, frozen=True, kw_only=True, tag="sync.erasure_acked"):
+    """A replica applied an erasure: deleted its bodies, refolded its views, compacted.
+
+    Attributes:
+        erasure: the position of the ``Erased`` record it applied.
+        replica: the replica's name (its key's name once keys are in use).
+    """
+
+    erasure: Annotated[int, Meta(ge=1)]
+    replica: Name
+
+
 AnyEvent = (
     OutcomeObserved
     | LessonProposed
@@ -503,6 +540,8 @@ AnyEvent = (
     | FactLearned
     | ConsumerDeclared
     | Erased
+    | SnapshotTaken
+    | ErasureAcknowledged
 )
 
 #: Every catalogue event class.
@@ -538,6 +577,8 @@ SKILL_REGISTERED: Final = tag_of(SkillBaseRegistered)
 DELTA_PROPOSED: Final = tag_of(DeltaProposed)
 DELTA_APPROVED: Final = tag_of(DeltaApproved)
 FACT_LEARNED: Final = tag_of(FactLearned)
+SNAPSHOT_TAKEN: Final = tag_of(SnapshotTaken)
+ERASURE_ACKNOWLEDGED: Final = tag_of(ErasureAcknowledged)
 #: Events about one learned delta: what erasing a delta's source takes with it.
 NAMES_A_DELTA: Final = tags_with("names_a_delta")
 #: Events about one lesson: what erasing a lesson takes.

@@ -44,6 +44,7 @@ from lessonledger.ledger.envelope import (
 )
 from lessonledger.ledger.errors import (
     BodyTooLargeError,
+    ChainImportError,
     IdempotencyConflictError,
     InvalidEventError,
     LedgerCorruptError,
@@ -370,6 +371,22 @@ class EventLog:
         with self._env.begin() as txn:
             return self._tail(txn)[0] - 1
 
+    def link_at(self, position: int) -> bytes:
+        """The chain link stored at ``position`` (the genesis link for 0).
+
+        Raises:
+            LedgerCorruptError: the log has no envelope there.
+        """
+        if position == 0:
+            return GENESIS
+        stored = None
+        if self._trees(create=False):
+            with self._env.begin() as txn:
+                stored = txn.get(_key(position, _ENVELOPE), db=self._log)
+        if stored is None:
+            raise LedgerCorruptError(position)
+        return cast(bytes, stored)[-LINK_BYTES:]
+
     def position_of(self, event_id: bytes) -> Position | None:
         """Return the position of the event with this id, if any."""
         if not self._trees(create=False):
@@ -522,6 +539,80 @@ class Writing:
         positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
         self.appended += len(events)
         return positions
+
+    @property
+    def transaction(self) -> lmdb.Transaction:
+        """The LMDB write transaction, for rows kept in step with the log (sync's state)."""
+        return self._txn
+
+    def import_records(self, rows: Sequence[tuple[bytes, bytes | None]]) -> list[Position]:
+        """Append records exactly as another log stored them: a replica's pull.
+
+        Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
+        or None when it is not sent). The envelopes must continue this log: the next
+        positions, in order; the chain links are recomputed here, so they come out the
+        same as the source's, byte for byte. A body must match its envelope's
+        commitment. Ids and stream versions are indexed as an append would.
+
+        Raises:
+            ChainImportError: a row does not continue the log or its body does not
+                match; let it leave the block, which then commits nothing.
+        """
+        log = self._log
+        position, previous, cursor = log._tail(self._txn)
+        entries: list[tuple[bytes, bytes]] = []
+        ids: list[tuple[bytes, bytes]] = []
+        versions: list[tuple[bytes, bytes]] = []
+        first = position
+        for stored, body in rows:
+            try:
+                envelope = decode_envelope(stored)
+            except msgspec.DecodeError as e:
+                raise ChainImportError(position, f"the envelope does not decode ({e})") from e
+            if envelope.position != position:
+                raise ChainImportError(position, f"the envelope is for position "
+                                       f"{envelope.position}")
+            if body is not None and sha256(body).digest() != envelope.commitment:
+                raise ChainImportError(position, "the body does not match its commitment "
+                                       f"{envelope.commitment.hex()}")
+            pkey = _pack_position(position)
+            previous = sha256(previous + stored).digest()
+            entries.append((pkey + _ENVELOPE, stored + previous))
+            if body is not None:
+                entries.append((pkey + _BODY, body))
+            if envelope.event_id:
+                ids.append((envelope.event_id, pkey))
+            versions.append((envelope.stream + _pack_position(envelope.version + _OFFSET),
+                             pkey))
+            position += 1
+        if not (_put_new(self._txn, log._ids, ids)
+                and _put_new(self._txn, log._streams, versions)):
+            raise ChainImportError(first, "an event id or stream version is already taken")
+        if entries and cursor.putmulti(entries, append=True)[1] != len(entries):
+            raise ChainImportError(first, "the log moved on meanwhile")
+        self.appended += len(rows)
+        return cast(list[Position], list(range(first, position)))
+
+    def put_body(self, position: int, body: bytes) -> bool:
+        """Store a body that was not sent with its envelope; False if already there.
+
+        Raises:
+            ChainImportError: no envelope at ``position``, or the body does not match.
+        """
+        stored = self._txn.get(_key(position, _ENVELOPE), db=self._log._log)
+        if stored is None:
+            raise ChainImportError(position, "no envelope there to hold the body")
+        envelope = decode_envelope(stored[:-LINK_BYTES])
+        if sha256(body).digest() != envelope.commitment:
+            raise ChainImportError(position, "the body does not match its commitment "
+                                   f"{envelope.commitment.hex()}")
+        return bool(self._txn.put(_key(position, _BODY), body, db=self._log._log,
+                                  overwrite=False))
+
+    def link(self) -> tuple[int, bytes]:
+        """The last position and its chain link (0 and the genesis link when empty)."""
+        position, previous, _ = self._log._tail(self._txn)
+        return position - 1, previous
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""
