@@ -385,7 +385,7 @@ class EventLog:
                 stored = txn.get(_key(position, _ENVELOPE), db=self._log)
         if stored is None:
             raise LedgerCorruptError(position)
-        return cast(bytes, stored)[-LINK_BYTES:]
+        return bytes(stored[-LINK_BYTES:])
 
     def position_of(self, event_id: bytes) -> Position | None:
         """Return the position of the event with this id, if any."""

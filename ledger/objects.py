@@ -25,8 +25,8 @@ import msgspec
 
 __all__ = [
     "SEGMENT_SIZE",
-    "Snapshot",
     "SegmentHasher",
+    "Snapshot",
     "decode_snapshot",
     "encode_snapshot",
     "merkle_root",

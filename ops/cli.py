@@ -22,6 +22,7 @@ from lessonledger.ops import (
     lesson_commands,
     recall_commands,
     skill_commands,
+    sync_commands,
 )
 from lessonledger.ops.bench import commands as bench_commands
 from lessonledger.ops.config import HOME_ENV, default_home
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
+    sync_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
     return parser

@@ -56,7 +56,7 @@ class _Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_fiel
     pass
 
 
-class Hello(_Message, tag="hello"):
+class Hello(_Message, frozen=True, tag="hello"):
     """Who asks and what it has: its head position and the chain link there."""
 
     replica: Name
@@ -64,20 +64,20 @@ class Hello(_Message, tag="hello"):
     link: Hash = b""
 
 
-class SegmentIds(_Message, tag="ids"):
+class SegmentIds(_Message, frozen=True, tag="ids"):
     """The ids of the segments from index ``start`` (from 0) on."""
 
     start: Annotated[int, Meta(ge=0)]
 
 
-class Fetch(_Message, tag="fetch"):
+class Fetch(_Message, frozen=True, tag="fetch"):
     """Records ``start`` to ``stop`` (inclusive), within one segment."""
 
     start: Annotated[int, Meta(ge=1)]
     stop: Annotated[int, Meta(ge=1)]
 
 
-class Push(_Message, tag="push"):
+class Push(_Message, frozen=True, tag="push"):
     """Commands made on a replica while away, each as its JSON line."""
 
     replica: Name
@@ -86,14 +86,14 @@ class Push(_Message, tag="push"):
     commands: Annotated[list[bytes], Meta(max_length=10_000)]
 
 
-class Ack(_Message, tag="ack"):
+class Ack(_Message, frozen=True, tag="ack"):
     """The replica applied the erasure at ``erasure``: bodies gone, views refolded, compacted."""
 
     replica: Name
     erasure: Annotated[int, Meta(ge=1)]
 
 
-class Refs(_Message, tag="refs"):
+class Refs(_Message, frozen=True, tag="refs"):
     """The hub's head, what it commits to, and its refs."""
 
     head: int
@@ -104,14 +104,14 @@ class Refs(_Message, tag="refs"):
     refs: dict[str, Hash]
 
 
-class Ids(_Message, tag="segment_ids"):
+class Ids(_Message, frozen=True, tag="segment_ids"):
     """Segment ids from ``start`` to the hub's head (the open segment's last)."""
 
     start: int
     ids: list[Hash]
 
 
-class Chunk(_Message, tag="chunk"):
+class Chunk(_Message, frozen=True, tag="chunk"):
     """Stored envelopes from ``start`` on, with bodies (``b""`` where none is sent).
 
     ``withheld`` lists positions whose bodies the replica's key may not read.
@@ -123,7 +123,7 @@ class Chunk(_Message, tag="chunk"):
     withheld: list[int] = []
 
 
-class PushResult(_Message, tag="result"):
+class PushResult(_Message, frozen=True, tag="result"):
     """One pushed command: the positions it wrote, or why it was refused."""
 
     key: str
@@ -131,20 +131,20 @@ class PushResult(_Message, tag="result"):
     refused: str = ""
 
 
-class Pushed(_Message, tag="pushed"):
+class Pushed(_Message, frozen=True, tag="pushed"):
     """What the hub decided for each pushed command, in order."""
 
     results: list[PushResult]
 
 
-class Acked(_Message, tag="acked"):
+class Acked(_Message, frozen=True, tag="acked"):
     """The acknowledgement is recorded (at ``position`` of the hub's log)."""
 
     erasure: int
     position: int
 
 
-class Refused(_Message, tag="refused"):
+class Refused(_Message, frozen=True, tag="refused"):
     """The request is refused: ``code`` for programs, ``message`` for people."""
 
     code: str

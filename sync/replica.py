@@ -157,7 +157,8 @@ def _reply(frame: bytes, kind: type[Reply]) -> Reply:
     if isinstance(reply, Refused):
         if reply.code == "diverged":
             raise DivergedError(reply.message)
-        raise RefusedError(f"the hub refused: {reply.message}")
+        msg = f"the hub refused: {reply.message}"
+        raise RefusedError(msg)
     if not isinstance(reply, kind):
         msg = f"expected {kind.__name__}, the hub sent {type(reply).__name__}"
         raise ProtocolError(msg)
@@ -197,8 +198,8 @@ class _Puller:
         assert self.refs is not None
         if ids.start != len(self.closed) or len(self.closed) + len(ids.ids) != self.refs.segments \
                 or merkle_root(self.closed + ids.ids) != self.refs.root:
-            raise TamperedObjectError("root", self.refs.root,
-                                      "the segment ids listed do not hash to the hub's root")
+            raise TamperedObjectError(kind="root", address=self.refs.root,
+                                      detail="the segment ids listed do not hash to the hub's root")
         self.ids = ids.ids
         fetches = []
         start = self.head + 1
@@ -242,7 +243,7 @@ class _Puller:
             if position % SEGMENT_SIZE == 0:
                 expected = self._id_of(segment_of(position))
                 if hasher.digest() != expected:
-                    raise TamperedObjectError("segment", expected, (
+                    raise TamperedObjectError(kind="segment", address=expected, detail=(
                         f"positions {position - SEGMENT_SIZE + 1}-{position} hash otherwise"))
                 hasher = SegmentHasher()
             rows.append((stored, self._body(position, stored, body, erasures)))
@@ -250,11 +251,11 @@ class _Puller:
         if last == self.refs.head:
             if last % SEGMENT_SIZE and hasher.digest() != self._id_of(segment_of(last)):
                 expected = self._id_of(segment_of(last))
-                raise TamperedObjectError("segment", expected, (
+                raise TamperedObjectError(kind="segment", address=expected, detail=(
                     f"the open segment up to position {last} hashes otherwise"))
             if link != self.refs.link:
-                raise TamperedObjectError("chain", self.refs.link,
-                                          f"the chain link at position {last} differs")
+                raise TamperedObjectError(kind="chain", address=self.refs.link,
+                                          detail=f"the chain link at position {last} differs")
         self._commit(rows, erasures, chunk.withheld)
         self.head, self.link, self.hasher = last, link, hasher
         self.result.fetched += count
@@ -267,12 +268,13 @@ class _Puller:
         try:
             envelope = decode_envelope(stored)
         except msgspec.DecodeError as e:
-            raise TamperedObjectError("segment", b"", f"position {position} does not decode") from e
+            raise TamperedObjectError(kind="segment", address=b"",
+                                      detail=f"position {position} does not decode") from e
         if sha256(body).digest() != envelope.commitment:
-            raise TamperedObjectError("body", envelope.commitment,
-                                      f"the body at position {position} hashes otherwise")
+            raise TamperedObjectError(kind="body", address=envelope.commitment,
+                                      detail=f"the body at position {position} hashes otherwise")
         if position in self.tombstones:
-            raise TamperedObjectError("body", envelope.commitment, (
+            raise TamperedObjectError(kind="body", address=envelope.commitment, detail=(
                 f"the body at position {position} was erased; it is not accepted back"))
         if envelope.type == ERASED:
             event = decode_event(body[SALT_BYTES:])

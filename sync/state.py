@@ -28,6 +28,7 @@ __all__ = [
     "Outboxed",
     "ReplicaInfo",
     "SyncState",
+    "excused",
     "read_marker",
     "write_marker",
 ]
@@ -101,7 +102,7 @@ class SyncState:
         last = 0
         if cursor.set_range(_OUTBOX):
             for key in cursor.iternext(values=False):
-                if not key.startswith(_OUTBOX):
+                if not bytes(key).startswith(_OUTBOX):
                     break
                 last = int.from_bytes(key[len(_OUTBOX):], "big")
         txn.put(_OUTBOX + (last + 1).to_bytes(8, "big"),
@@ -113,7 +114,7 @@ class SyncState:
         found: list[tuple[bytes, Outboxed]] = []
         if cursor.set_range(_OUTBOX):
             for key, value in cursor.iternext():
-                if not key.startswith(_OUTBOX):
+                if not bytes(key).startswith(_OUTBOX):
                     break
                 found.append((bytes(key), _outboxed.decode(value)))
         return found
@@ -122,3 +123,18 @@ class SyncState:
         """Take answered (or erased) commands out of the outbox."""
         for key in keys:
             txn.delete(key, db=self._db)
+
+
+def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:
+    """The positions ``verify`` takes for withheld, and for erased later, in ``home``.
+
+    Empty for a home that is neither a partial replica nor a checkout; reads only.
+    """
+    db = home.db(SYNC_TREE, create=False)
+    if db is None:
+        return frozenset(), frozenset()
+    with home.env.begin() as txn:
+        found = [txn.get(key, db=db) for key in (b"withheld", b"erased_later")]
+    withheld, later = (frozenset(_positions.decode(raw)) if raw else frozenset()
+                       for raw in found)
+    return withheld, later
