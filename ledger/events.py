@@ -503,6 +503,8 @@ class SnapshotTaken(_Event, frozen=True, kw_only=True, tag="sync.snapshot"):
     with no principal or session, so no erasure takes it.
     """
 
+    ledger_only: ClassVar[bool] = True
+
     name: Name
     previous: Digest = b""
     parent: Digest = b""
@@ -522,6 +524,8 @@ class ErasureAcknowledged(_Event, frozen=True, kw_only=True, tag="sync.erasure_a
         erasure: the position of the ``Erased`` record it applied.
         replica: the replica's name (its key's name once keys are in use).
     """
+
+    ledger_only: ClassVar[bool] = True
 
     erasure: Annotated[int, Meta(ge=1)]
     replica: Name
