@@ -236,7 +236,9 @@ class _Puller:
         link, hasher = self.link, self.hasher.copy()
         rows: list[tuple[bytes, bytes | None]] = []
         erasures: list[tuple[int, Erased]] = []
-        for offset, (stored, body) in enumerate(zip(chunk.envelopes, chunk.bodies, strict=True)):
+        # The envelopes first, against their segment's id: an altered envelope is named
+        # as the segment it is in, before any body is read by its commitment.
+        for offset, stored in enumerate(chunk.envelopes):
             position = chunk.start + offset
             hasher.add(stored)
             link = sha256(link + stored).digest()
@@ -246,7 +248,6 @@ class _Puller:
                     raise TamperedObjectError(kind="segment", address=expected, detail=(
                         f"positions {position - SEGMENT_SIZE + 1}-{position} hash otherwise"))
                 hasher = SegmentHasher()
-            rows.append((stored, self._body(position, stored, body, erasures)))
         last = chunk.start + count - 1
         if last == self.refs.head:
             if last % SEGMENT_SIZE and hasher.digest() != self._id_of(segment_of(last)):
@@ -256,6 +257,8 @@ class _Puller:
             if link != self.refs.link:
                 raise TamperedObjectError(kind="chain", address=self.refs.link,
                                           detail=f"the chain link at position {last} differs")
+        for offset, (stored, body) in enumerate(zip(chunk.envelopes, chunk.bodies, strict=True)):
+            rows.append((stored, self._body(chunk.start + offset, stored, body, erasures)))
         self._commit(rows, erasures, chunk.withheld)
         self.head, self.link, self.hasher = last, link, hasher
         self.result.fetched += count
@@ -440,8 +443,9 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
         results = pushed.results
         home = acquire(os.fspath(directory), sync=sync)
         try:
+            state = SyncState(home)  # before the transaction: opening a tree writes
             with home.env.begin(write=True) as txn:
-                SyncState(home).drop(txn, [key for key, _ in waiting])
+                state.drop(txn, [key for key, _ in waiting])
         finally:
             release(home)
     return PushOutcome(results, pull(directory, exchange, sync=sync))
