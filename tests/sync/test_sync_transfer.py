@@ -17,6 +17,7 @@ import msgspec
 import pytest
 from lessonledger.commands import Ledger, open_ledger
 from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.events import ERASED, SNAPSHOT_TAKEN
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
 from lessonledger.ledger.verify import verify
@@ -191,10 +192,12 @@ def test_a_damaged_object_is_refused_with_its_hash_named(
         error = caught.value
         assert error.address.hex() in str(error)
         if flip is _flip_envelope:
-            assert error.kind == "segment" and error.address == ids[0]
+            assert error.kind == "segment"
+            assert error.address == ids[0]
         else:
             commitment = msgspec.msgpack.decode(raw(hub)[3][1], type=Envelope).commitment
-            assert error.kind == "body" and error.address == commitment
+            assert error.kind == "body"
+            assert error.address == commitment
         pull(replica, LocalExchange(service, "r1"), sync=False)
     assert raw(str(replica)) == raw(hub)
 
@@ -229,12 +232,16 @@ def test_commands_made_on_a_replica_wait_in_its_outbox_and_the_hub_decides_them(
         ledger.erase(key="erase-alice", what="principal", subject="alice", reason="asked")
         outcome = push(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
         accepted, refused = outcome.results
-        assert accepted.key == "offline-1" and accepted.positions and not accepted.refused
-        assert refused.key == "offline-2" and "erased after" in refused.refused
+        assert accepted.key == "offline-1"
+        assert accepted.positions
+        assert not accepted.refused
+        assert refused.key == "offline-2"
+        assert "erased after" in refused.refused
         assert outcome.pull.erasures  # the pull applied and acknowledged the erasure
     # Only the acknowledgement, written at the hub after the pull, is not here yet.
     mine = raw(str(replica))
-    assert mine == raw(hub)[:-1] and len(mine) == outcome.pull.head
+    assert mine == raw(hub)[:-1]
+    assert len(mine) == outcome.pull.head
     home = acquire(str(replica), sync=False)
     try:
         state = SyncState(home)
@@ -258,12 +265,14 @@ def test_an_erasure_reaches_the_replica_which_compacts_and_acknowledges(
         ids = object_view(ledger.runner).segment_ids()
         gone = ledger.erase(key="erase-bob", what="principal", subject="bob", reason="asked")
         erased = [body for p, _, body, _ in raw(str(replica)) if p in set(gone.erased)]
-        assert erased and all(erased)
+        assert erased
+        assert all(erased)
         bobs = windows([t.encode() for t in TEXTS[hub] if t.startswith("bob ")])
         kept = windows([t.encode() for t in TEXTS[hub] if not t.startswith("bob ")])
         assert windows_left(str(replica), bobs), "the scan finds nothing before: it is blind"
         result = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
-        assert result.erasures == [gone.position] and result.pending == []
+        assert result.erasures == [gone.position]
+        assert result.pending == []
         assert object_view(ledger.runner).segment_ids()[:len(ids) - 1] == ids[:-1]
     rows = erasures(hub)
     assert [(r.position, r.acked_by) for r in rows] == [(gone.position, ["r1"])]
@@ -291,7 +300,7 @@ def test_a_partial_replica_gets_only_what_its_key_may_read_and_verifies(
     for position, envelope, body, _ in rows:
         kind = msgspec.msgpack.decode(envelope, type=Envelope)
         assert envelope == hub_rows[position][0]  # every envelope travels
-        if kind.scope in allowed or kind.type in ("erasure.erased", "sync.snapshot"):
+        if kind.scope in allowed or kind.type in (ERASED, SNAPSHOT_TAKEN):
             assert body == hub_rows[position][1]
         else:
             assert body is None
@@ -300,4 +309,5 @@ def test_a_partial_replica_gets_only_what_its_key_may_read_and_verifies(
         report = verify(EventLog(home, LOG_NAME), withheld=excused(home)[0])
     finally:
         release(home)
-    assert report.ok and report.withheld == withheld
+    assert report.ok
+    assert report.withheld == withheld
