@@ -26,7 +26,7 @@ from lessonledger.commands.ledger import Ledger
 from lessonledger.ledger.envelope import GENESIS, decode_envelope
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
-from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, opened_here, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, snapshot_id
@@ -103,7 +103,8 @@ def objects_of(home: str | os.PathLike[str], *, read_only: bool = False) -> Iter
         with read_only_home(os.fspath(home)) as lmdb_home:
             yield _objects(lmdb_home)
         return
-    lmdb_home = acquire(os.fspath(home))
+    here = opened_here(os.fspath(home))  # one durability setting per home and process
+    lmdb_home = acquire(os.fspath(home), sync=here.sync if here is not None else True)
     try:
         yield _objects(lmdb_home)
     finally:
