@@ -436,15 +436,17 @@ class EventLog:
         """
         yield from _chunked(lambda at: self.read(at, limit=_READ_CHUNK, stop=stop), start)
 
-    def raw(self, start: int = 1) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
+    def raw(self, start: int = 1, stop: int | None = None
+            ) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
         """Yield ``(position, envelope, body, chain link)`` exactly as stored.
 
         For verification and sync, which must see the stored bytes. Reads in short
-        transactions, so a long walk never pins old pages.
+        transactions, so a long walk never pins old pages; ``stop`` (inclusive) ends it.
         """
         if not self._trees(create=False):
             return
         position = max(start, 1)
+        end = _key(stop + 1, _ENVELOPE) if stop is not None else b"\xff" * 9
         while True:
             rows = []
             with self._env.begin() as txn:
@@ -452,6 +454,8 @@ class EventLog:
                 if not cursor.set_range(_key(position, _ENVELOPE)):
                     return
                 for key, value in cursor.iternext():
+                    if key >= end:
+                        break
                     if key[8]:
                         continue
                     position = int.from_bytes(key[:8], "big")
@@ -462,7 +466,7 @@ class EventLog:
                     if len(rows) == _READ_CHUNK:
                         break
             yield from rows
-            if len(rows) < _READ_CHUNK:
+            if len(rows) < _READ_CHUNK or (stop is not None and position >= stop):
                 return
             position += 1
 
@@ -545,14 +549,16 @@ class Writing:
         """The LMDB write transaction, for rows kept in step with the log (sync's state)."""
         return self._txn
 
-    def import_records(self, rows: Sequence[tuple[bytes, bytes | None]]) -> list[Position]:
+    def import_records(self, rows: Sequence[tuple[bytes, bytes | None]], *,
+                       bodies_checked: bool = False) -> list[Position]:
         """Append records exactly as another log stored them: a replica's pull.
 
         Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
         or None when it is not sent). The envelopes must continue this log: the next
         positions, in order; the chain links are recomputed here, so they come out the
         same as the source's, byte for byte. A body must match its envelope's
-        commitment. Ids and stream versions are indexed as an append would.
+        commitment (``bodies_checked``: the caller has just checked each, so they are not
+        hashed again). Ids and stream versions are indexed as an append would.
 
         Raises:
             ChainImportError: a row does not continue the log or its body does not
@@ -572,7 +578,8 @@ class Writing:
             if envelope.position != position:
                 raise ChainImportError(position, f"the envelope is for position "
                                        f"{envelope.position}")
-            if body is not None and sha256(body).digest() != envelope.commitment:
+            if body is not None and not bodies_checked \
+                    and sha256(body).digest() != envelope.commitment:
                 raise ChainImportError(position, "the body does not match its commitment "
                                        f"{envelope.commitment.hex()}")
             pkey = _pack_position(position)

@@ -93,6 +93,7 @@ class PullResult(msgspec.Struct):
             run: another process has the home open).
         received: bytes received; sent: bytes sent.
         seconds: how long it took.
+        fold_seconds: of which folding the views and the index.
     """
 
     head: int = 0
@@ -104,6 +105,7 @@ class PullResult(msgspec.Struct):
     received: int = 0
     sent: int = 0
     seconds: float = 0.0
+    fold_seconds: float = 0.0
 
 
 class PushOutcome(msgspec.Struct):
@@ -289,7 +291,7 @@ class _Puller:
     def _commit(self, rows: list[tuple[bytes, bytes | None]],
                 erasures: list[tuple[int, Erased]], withheld: list[int]) -> None:
         with self.log.writing() as writing:
-            writing.import_records(rows)
+            writing.import_records(rows, bodies_checked=True)
             txn = writing.transaction
             self.state.add_positions(txn, "withheld", withheld)
             for position, erased in erasures:
@@ -362,7 +364,9 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
 
         exchange.pipeline(puller.on_ids(ids), on_reply, credit)
         result = puller.result
+        folding = time.perf_counter()
         result.head = fold_views(home)
+        result.fold_seconds = time.perf_counter() - folding
         with home.env.begin() as txn:
             pending = SyncState(home).positions(txn, "pending")
     finally:

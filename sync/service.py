@@ -126,16 +126,17 @@ class SyncService:
         bodies: list[bytes] = []
         withheld: list[int] = []
         budget = BODY_BUDGET
-        for position, stored, body, _ in self.ledger.log.raw(fetch.start):
-            if position > fetch.stop:
-                break
-            envelope = decode_envelope(stored)
+        for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
             sent = b""
             if body is not None and not view.is_tombstoned(position):
-                if envelope.type in _ALWAYS_SENT or self.may_read(peer, envelope):
+                if self.may_read is _everything:
                     sent = body
                 else:
-                    withheld.append(position)
+                    envelope = decode_envelope(stored)
+                    if envelope.type in _ALWAYS_SENT or self.may_read(peer, envelope):
+                        sent = body
+                    else:
+                        withheld.append(position)
             if envelopes and len(sent) > budget:
                 break  # the replica asks for the rest
             budget -= len(sent)
