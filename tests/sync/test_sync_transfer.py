@@ -311,3 +311,22 @@ def test_a_partial_replica_gets_only_what_its_key_may_read_and_verifies(
         release(home)
     assert report.ok
     assert report.withheld == withheld
+
+
+def test_a_copy_made_before_an_erasure_is_cleaned_when_it_pulls(
+        hub: str, tmp_path: Path) -> None:
+    import shutil
+
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        backup = tmp_path / "backup"
+        shutil.copytree(replica, backup)  # a backup of the replica, before the erasure
+        ledger.erase(key="erase-carol", what="principal", subject="carol", reason="asked")
+        carols = windows([t.encode() for t in TEXTS[hub] if t.startswith("carol ")])
+        carols -= windows([t.encode() for t in TEXTS[hub] if not t.startswith("carol ")])
+        assert windows_left(str(backup), carols)
+        restored = pull(backup, LocalExchange(SyncService(ledger), "backup"), sync=False)
+        assert restored.erasures
+        assert not restored.pending
+    assert not windows_left(str(backup), carols)
+    assert replica_lessons(str(backup)) == lessons(hub)
