@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from lessonledger.projections.access import AccessView
 from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
 from lessonledger.projections.facts import FactView
@@ -19,12 +20,14 @@ from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
 
 __all__ = [
+    "ACCESS",
     "AUDIT_NAME",
     "DELTAS",
     "FACTS",
     "OBJECTS",
     "STATS_NAME",
     "VIEW_NAME",
+    "access_view",
     "audit_index",
     "delta_view",
     "fact_view",
@@ -45,6 +48,8 @@ AUDIT_NAME = "audit"
 DELTAS, FACTS = "deltas", "facts"
 #: The object view's (segments, snapshots, refs, tombstones: what sync moves).
 OBJECTS = "objects"
+#: The access view's (client keys and their grants).
+ACCESS = "access"
 
 
 def registry(rules: Rules | None = None) -> list[Registered]:
@@ -56,6 +61,7 @@ def registry(rules: Rules | None = None) -> list[Registered]:
         Registered(DELTAS, DeltaView, DeltaView.load),
         Registered(FACTS, FactView, FactView.load),
         Registered(OBJECTS, ObjectView, ObjectView.load),
+        Registered(ACCESS, AccessView, AccessView.load),
     ]
 
 
@@ -92,6 +98,11 @@ def delta_view(views: Runner | Mapping[str, Projection]) -> DeltaView:
 def fact_view(views: Runner | Mapping[str, Projection]) -> FactView:
     """The fact table among ``views``."""
     return _typed(views, FACTS, FactView)
+
+
+def access_view(views: Runner | Mapping[str, Projection]) -> AccessView:
+    """The access view among ``views``."""
+    return _typed(views, ACCESS, AccessView)
 
 
 def view_names() -> list[str]:
