@@ -23,9 +23,12 @@ from lessonledger.ops.config import require_home, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json, progress, timestamp
 from lessonledger.projections.objects import NamedSnapshot
+from lessonledger.sync.authenticator import start_authenticator
+from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.replica import PullResult, prepare_clone, pull, push, replica_info
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.snapshots import checkout, erasures, is_replica, snapshots, take_snapshot
+from lessonledger.sync.state import ReplicaInfo
 from lessonledger.sync.transport import ZmqExchange, router, serve
 
 __all__ = ["register", "snapshot_json"]
@@ -36,14 +39,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    curve = load_secret(args.key) if args.key else None
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:
-        sock = router(context, args.bind)
-        endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         with open_lessons(args.home) as ledger:
-            print(f"serving sync for {args.home} on {endpoint}", flush=True)
-            answered = serve(SyncService(ledger), sock, stop)
-        sock.close()
+            auth = None
+            if curve is not None:
+                # Asked at every handshake; every request re-checks the grant as well.
+                auth = start_authenticator(
+                    context, lambda key: ledger.grant_for(key.decode()) is not None)
+            try:
+                sock = router(context, args.bind, curve=curve)
+                endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+                print(f"serving sync for {args.home} on {endpoint}"
+                      + (" (CURVE: granted keys only)" if curve else ""), flush=True)
+                answered = serve(SyncService(ledger, authorize=curve is not None), sock, stop)
+                sock.close()
+            finally:
+                if auth is not None:
+                    auth.stop()
     finally:
         context.term()
     echo(f"stopped after {answered:,} requests")
@@ -65,14 +79,25 @@ def _pulled(args: argparse.Namespace, result: PullResult, verb: str) -> None:
              "compaction and acknowledgement wait for the next pull")
 
 
-def _exchange(url: str, args: argparse.Namespace) -> ZmqExchange:
-    return ZmqExchange(url, timeout=args.timeout)
+def _exchange(url: str, args: argparse.Namespace, info: ReplicaInfo) -> ZmqExchange:
+    curve = None
+    if info.key:
+        public, secret = load_secret(info.key)
+        curve = (public, secret, load_public(info.hub_key))
+    return ZmqExchange(url, timeout=args.timeout, curve=curve)
 
 
 def _cmd_clone(args: argparse.Namespace) -> int:
     name = args.name or f"{socket.gethostname()}:{os.path.realpath(args.dir)}"
-    prepare_clone(args.url, args.dir, name)
-    with _exchange(args.url, args) as exchange:
+    if bool(args.key) != bool(args.hub_key):
+        msg = "give --key and --hub-key together (this replica's secret, the hub's public)"
+        raise LedgerConfigError(msg)
+    keys = {"key": os.path.realpath(args.key), "hub_key": os.path.realpath(args.hub_key)
+            } if args.key else {}
+    for path in keys.values():
+        load_public(path)  # a missing or malformed key file is refused before anything
+    prepare_clone(args.url, args.dir, name, **keys)
+    with _exchange(args.url, args, replica_info(args.dir)) as exchange:
         result = pull(args.dir, exchange, sync=sync_setting(), progress=progress("clone"))
     _pulled(args, result, f"cloned {args.url} into {args.dir}")
     return 0
@@ -80,7 +105,7 @@ def _cmd_clone(args: argparse.Namespace) -> int:
 
 def _cmd_pull(args: argparse.Namespace) -> int:
     info = replica_info(args.home)
-    with _exchange(info.hub, args) as exchange:
+    with _exchange(info.hub, args, info) as exchange:
         result = pull(args.home, exchange, sync=sync_setting(), progress=progress("pull"))
     _pulled(args, result, f"pulled from {info.hub}")
     return 0
@@ -88,7 +113,7 @@ def _cmd_pull(args: argparse.Namespace) -> int:
 
 def _cmd_push(args: argparse.Namespace) -> int:
     info = replica_info(args.home)
-    with _exchange(info.hub, args) as exchange:
+    with _exchange(info.hub, args, info) as exchange:
         outcome = push(args.home, exchange, sync=sync_setting())
     if args.json:
         print_json(msgspec.to_builtins(outcome))
@@ -178,13 +203,21 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "serve this home as a sync hub on a ZeroMQ ROUTER socket until stopped"))
     serving.add_argument("--bind", default="tcp://127.0.0.1:7651",
                          help="address to bind (default tcp://127.0.0.1:7651; port 0: any)")
+    serving.add_argument("--key", type=Path, default=None, metavar="PATH", help=(
+        "the hub's secret key file (NAME.key_secret, from `lessonledger keys new`): "
+        "serve with CURVE, to granted keys only, each body only to a key that may read it"))
     serving.set_defaults(run=_cmd_serve)
     cloning = sub.add_parser("clone", help=(
         "make DIR a replica of a hub: every envelope, the bodies it may read, its views; "
         "run again to continue an interrupted clone"))
     cloning.add_argument("url", help="the hub, tcp://HOST:PORT")
     cloning.add_argument("dir", type=Path, help="a new or empty directory")
-    cloning.add_argument("--name", help="this replica's name at the hub (default host:path)")
+    cloning.add_argument("--name", help="this replica's name at the hub (default host:path; "
+                         "with --key, the key's name)")
+    cloning.add_argument("--key", default=None, metavar="PATH",
+                         help="this replica's secret key file, to connect with CURVE")
+    cloning.add_argument("--hub-key", default=None, metavar="PATH",
+                         help="the hub's public key file (NAME.key), with --key")
     pulling = sub.add_parser("pull", help=(
         "fetch what the hub has that this replica lacks; apply its erasures"))
     pushing = sub.add_parser("push", help=(

@@ -129,7 +129,8 @@ def replica_info(home: str | os.PathLike[str]) -> ReplicaInfo:
     return info
 
 
-def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str) -> None:
+def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
+                  key: str = "", hub_key: str = "") -> None:
     """Make ``directory`` an empty replica of ``hub``, or accept it as one already.
 
     A clone run again into its directory continues where it stopped.
@@ -150,7 +151,7 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str) -> Non
         msg = f"{path} is not empty; clone into a new or empty directory"
         raise LedgerConfigError(msg)
     path.mkdir(parents=True, exist_ok=True)
-    write_marker(path, ReplicaInfo(hub=hub, name=name))
+    write_marker(path, ReplicaInfo(hub=hub, name=name, key=key, hub_key=hub_key))
     (path / _LOG_MARKER).write_text("lessonledger home: LMDB files, do not edit by hand\n")
 
 

@@ -9,6 +9,13 @@ What it never does: send a body an erasure named (tombstones are checked on ever
 fetch, besides the bodies being gone), send a body the peer may not read, answer a
 ``have`` that is not a prefix of its log, or accept a pushed command for a principal or
 session erased after the replica made it.
+
+With ``authorize`` the peer is the Z85 public key the connection authenticated with
+(CURVE), and its grant (``ReadSide.grant_for``) is looked up afresh on every request, so
+a revocation counts at once, on established sessions too: no grant, no answer. Bodies
+then travel only for projects the grant may read (and global ones); the replica is named
+by its key's name, and a pushed command is the key's principal's, whatever it says, and
+needs a write grant on its project.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import msgspec
+from lessonledger.commands.authorization import may_read, require_write
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import decode_command
@@ -29,6 +37,7 @@ from lessonledger.ledger.events import (
     ErasureAcknowledged,
 )
 from lessonledger.ledger.objects import merkle_root, segment_of
+from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
@@ -46,6 +55,7 @@ from lessonledger.sync.protocol import (
     Refs,
     Refused,
     Reply,
+    Request,
     SegmentIds,
     decode_request,
     encode,
@@ -74,9 +84,11 @@ class SyncService:
         may_read: whether a peer may read a body; every body when omitted.
     """
 
-    def __init__(self, ledger: Ledger, *, may_read: Readable | None = None) -> None:
+    def __init__(self, ledger: Ledger, *, may_read: Readable | None = None,
+                 authorize: bool = False) -> None:
         self.ledger = ledger
         self.may_read = may_read or _everything
+        self.authorize = authorize
 
     def handle(self, frame: bytes, peer: str = "") -> list[bytes]:
         """The reply frames to one request frame (always exactly one)."""
@@ -84,15 +96,23 @@ class SyncService:
             request = decode_request(frame)
         except ProtocolError as e:
             return [encode(Refused("malformed", str(e)))]
+        grant = None
+        if self.authorize:
+            grant = self.ledger.grant_for(peer)
+            if grant is None:
+                return [encode(Refused("unknown key", (
+                    "this key has no grant at the hub (revoked, or never granted); ask an "
+                    "admin for `lessonledger access grant`")))]
+            request = _as_key(request, grant)
         try:
             if isinstance(request, Hello):
                 reply: Reply = self._hello(request)
             elif isinstance(request, SegmentIds):
                 reply = Ids(request.start, self._objects().segment_ids()[request.start:])
             elif isinstance(request, Fetch):
-                reply = self._fetch(request, peer)
+                reply = self._fetch(request, peer, grant)
             elif isinstance(request, Push):
-                reply = self._push(request)
+                reply = self._push(request, grant)
             else:
                 reply = self._ack(request)
         except LessonLedgerError as e:
@@ -115,7 +135,7 @@ class SyncService:
                     segments=len(ids), erasures=[e.position for e in view.erasures],
                     refs=view.refs)
 
-    def _fetch(self, fetch: Fetch, peer: str) -> Reply:
+    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()
         if fetch.stop > view.position or fetch.stop < fetch.start \
                 or segment_of(fetch.start) != segment_of(fetch.stop):
@@ -129,11 +149,13 @@ class SyncService:
         for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
             sent = b""
             if body is not None and not view.is_tombstoned(position):
-                if self.may_read is _everything:
+                if self.may_read is _everything and grant is None:
                     sent = body
                 else:
                     envelope = decode_envelope(stored)
-                    if envelope.type in _ALWAYS_SENT or self.may_read(peer, envelope):
+                    if envelope.type in _ALWAYS_SENT or (
+                            self.may_read(peer, envelope)
+                            and (grant is None or may_read(grant, envelope.scope))):
                         sent = body
                     else:
                         withheld.append(position)
@@ -144,7 +166,7 @@ class SyncService:
             bodies.append(sent)
         return Chunk(fetch.start, envelopes, bodies, withheld)
 
-    def _push(self, push: Push) -> Reply:
+    def _push(self, push: Push, grant: Grant | None) -> Reply:
         view = self._objects()
         results = []
         if len(push.based_on) != len(push.commands):
@@ -166,6 +188,10 @@ class SyncService:
                     f"{based_on} of the replica); it is not accepted back")))
                 continue
             try:
+                if grant is not None:
+                    # The key's principal, never one the replica names.
+                    command = msgspec.structs.replace(command, principal=grant.principal)
+                    require_write(grant, str(getattr(command, "project", "") or ""))
                 receipt = self.ledger.execute(command)
             except LessonLedgerError as e:
                 results.append(PushResult(command.key, refused=str(e)))
@@ -185,3 +211,10 @@ class SyncService:
 
         positions = self.ledger.record(decide)
         return Acked(ack.erasure, positions[0] if positions else 0)
+
+
+def _as_key(request: Request, grant: Grant) -> Request:
+    """The request with the replica named by its key's name, not by what it says."""
+    if isinstance(request, Hello | Push | Ack):
+        return msgspec.structs.replace(request, replica=grant.key_name)
+    return request

@@ -43,10 +43,16 @@ _encode = msgspec.msgpack.Encoder().encode
 
 
 class ReplicaInfo(msgspec.Struct, frozen=True):
-    """Where a replica pulls from and what it calls itself."""
+    """Where a replica pulls from and what it calls itself.
+
+    ``key`` (its secret key file) and ``hub_key`` (the hub's public key file) are set
+    when it connects with CURVE.
+    """
 
     hub: str
     name: str
+    key: str = ""
+    hub_key: str = ""
 
 
 class Outboxed(msgspec.Struct, frozen=True, array_like=True):

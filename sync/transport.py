@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 import zmq
+from lessonledger.sync.authenticator import client_key
 from lessonledger.sync.errors import UnreachableError
 from lessonledger.sync.exchange import DEFAULT_CREDIT
 from lessonledger.sync.protocol import MAX_FRAME_BYTES
@@ -37,21 +38,32 @@ def serve(service: SyncService, socket: zmq.Socket[bytes], stop: threading.Event
     while not stop.is_set():
         if not dict(poller.poll(poll_ms)):
             continue
-        parts = socket.recv_multipart()
+        parts = socket.recv_multipart(copy=False)
         if len(parts) != 2:
             continue  # not a DEALER's single frame: nothing to answer
-        peer, frame = parts
-        for reply in service.handle(frame, peer.hex()):
+        peer, frame = parts[0].bytes, parts[1]
+        # The CURVE key the connection authenticated with (ZAP User-Id), else the
+        # connection's routing id.
+        who = client_key(frame) or peer.hex()
+        for reply in service.handle(frame.bytes, who):
             socket.send_multipart([peer, reply])
         answered += 1
     return answered
 
 
-def router(context: zmq.Context[zmq.Socket[bytes]], bind: str) -> zmq.Socket[bytes]:
-    """A ROUTER socket bound to ``bind`` with the hub's limits."""
+def router(context: zmq.Context[zmq.Socket[bytes]], bind: str, *,
+           curve: tuple[bytes, bytes] | None = None) -> zmq.Socket[bytes]:
+    """A ROUTER socket bound to ``bind`` with the hub's limits.
+
+    With ``curve`` (the hub's public and secret key) it is a CURVE server: start an
+    authenticator on ``context`` first, or every client is let in.
+    """
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
     socket.setsockopt(zmq.LINGER, 0)
+    if curve is not None:
+        socket.curve_publickey, socket.curve_secretkey = curve
+        socket.curve_server = True
     socket.bind(bind)
     return socket
 
@@ -62,16 +74,22 @@ class ZmqExchange:
     Args:
         url: the hub's address, ``tcp://host:port``.
         timeout: seconds to wait for a reply before giving up.
+        curve: this replica's public and secret key and the hub's public key, to
+            connect with CURVE (a hub that does not know the key never answers).
     """
 
     def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 context: zmq.Context[zmq.Socket[bytes]] | None = None) -> None:
+                 context: zmq.Context[zmq.Socket[bytes]] | None = None,
+                 curve: tuple[bytes, bytes, bytes] | None = None) -> None:
         self.url = url
         self.timeout_ms = int(timeout * 1000)
         self._context = context or zmq.Context.instance()
         self.socket = self._context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        if curve is not None:
+            (self.socket.curve_publickey, self.socket.curve_secretkey,
+             self.socket.curve_serverkey) = curve
         self.socket.connect(url)
         self.received = self.sent = 0
 
