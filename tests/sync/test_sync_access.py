@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -47,8 +48,11 @@ def raw(home: Path) -> list[tuple[int, bytes, bytes | None, bytes | None]]:
         release(lmdb_home)
 
 
+Setup = tuple[dict[str, str], Path, Path, str]
+
+
 @pytest.fixture
-def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
+def setup(tmp_path: Path) -> Iterator[Setup]:
     keys = tmp_path / "keys"
     env = {**os.environ, "LESSONLEDGER_SYNC": "os", "LESSONLEDGER_KEYS": str(keys)}
     hub = tmp_path / "hub"
@@ -77,7 +81,7 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_a_granted_key_gets_every_envelope_and_only_the_bodies_it_may_read(
-        setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        setup: Setup, tmp_path: Path) -> None:
     env, hub, keys, url = setup
     replica = tmp_path / "r"
     cloned = json.loads(run(env, "clone", url, str(replica), "--key",
@@ -115,7 +119,7 @@ def test_a_granted_key_gets_every_envelope_and_only_the_bodies_it_may_read(
 
 
 def test_a_stranger_gets_nothing_and_a_revoked_key_is_refused_at_once(
-        setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        setup: Setup, tmp_path: Path) -> None:
     env, hub, keys, url = setup
     stranger = run(env, "clone", url, str(tmp_path / "s"), "--key",
                    str(keys / "stranger.key_secret"), "--hub-key", str(keys / "hub.key"),

@@ -8,6 +8,7 @@ refused with a ``Refused`` reply saying so, and the service writes nothing.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -68,7 +69,7 @@ def test_an_oversized_request_is_refused_before_decoding() -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path):  # type: ignore[no-untyped-def]
+def service(tmp_path: Path) -> Iterator[SyncService]:
     with open_ledger(tmp_path / "hub", sync=False) as ledger:
         fill(ledger, 30)
         yield SyncService(ledger)
