@@ -74,6 +74,7 @@ __all__ = [
     "pull",
     "push",
     "queue_commands",
+    "refold",
     "replica_info",
 ]
 
@@ -333,6 +334,15 @@ def fold_views(home: LMDBHome) -> int:
     runner.save()
     recaller.save()
     return runner.position
+
+
+def refold(directory: str | os.PathLike[str]) -> int:
+    """Fold a replica's views and index to its head and save them (as a pull ends)."""
+    home = acquire(os.fspath(directory), sync=True)
+    try:
+        return fold_views(home)
+    finally:
+        release(home)
 
 
 def pull(directory: str | os.PathLike[str], exchange: Exchange, *,

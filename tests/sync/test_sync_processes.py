@@ -335,6 +335,7 @@ def test_a_replica_writes_nothing_of_its_own_and_pushes_its_outbox(
     refused = run("--home", str(replica), "reconcile", check=False)
     assert refused.returncode == 2
     assert "outbox" in refused.stderr
+    run("--home", str(replica), "compact")  # folds as a replica does, then compacts
     head = len(raw(replica))
     run("--home", str(replica), "recall", "--project", PROJECTS[0], "op-1")  # records nothing
     assert len(raw(replica)) == head
