@@ -600,27 +600,6 @@ class Writing:
         self.appended += len(rows)
         return cast(list[Position], list(range(first, position)))
 
-    def put_body(self, position: int, body: bytes) -> bool:
-        """Store a body that was not sent with its envelope; False if already there.
-
-        Raises:
-            ChainImportError: no envelope at ``position``, or the body does not match.
-        """
-        stored = self._txn.get(_key(position, _ENVELOPE), db=self._log._log)
-        if stored is None:
-            raise ChainImportError(position, "no envelope there to hold the body")
-        envelope = decode_envelope(stored[:-LINK_BYTES])
-        if sha256(body).digest() != envelope.commitment:
-            raise ChainImportError(position, "the body does not match its commitment "
-                                   f"{envelope.commitment.hex()}")
-        return bool(self._txn.put(_key(position, _BODY), body, db=self._log._log,
-                                  overwrite=False))
-
-    def link(self) -> tuple[int, bytes]:
-        """The last position and its chain link (0 and the genesis link when empty)."""
-        position, previous, _ = self._log._tail(self._txn)
-        return position - 1, previous
-
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""
         return sum(bool(self._txn.delete(_key(p, _BODY), db=self._log._log)) for p in positions)

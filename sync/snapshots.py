@@ -42,6 +42,7 @@ __all__ = [
     "CheckedOut",
     "checkout",
     "erasures",
+    "is_replica",
     "objects_of",
     "snapshots",
     "take_snapshot",
