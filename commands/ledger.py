@@ -75,7 +75,7 @@ from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
 from lessonledger.commands.skills import Skills
-from lessonledger.ledger.events import decode_event
+from lessonledger.ledger.events import AnyEvent, decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
@@ -415,6 +415,26 @@ class Ledger(ReadSide):
             done = erasure_of(writing, command)
         assert done is not None
         return done
+
+    def record(self, decide: Callable[[Runner], Sequence[AnyEvent]], *,
+               actor: str = "ledger") -> list[int]:
+        """Append what ``decide`` returns from the views as they stand, atomically.
+
+        For the ledger's own bookkeeping events (sync's snapshots and erasure
+        acknowledgements): ``decide`` is called inside the write transaction with the
+        runner folded to the head, so what it reads cannot change before its events are
+        appended. They carry no principal or session, so no erasure takes them.
+        Returns their positions (none when ``decide`` returns nothing).
+        """
+        with self._transaction() as writing:
+            events = decide(self.runner)
+            ids = [new_event_id() for _ in events]
+            positions = writing.append([
+                new_event(event, stream=eid, version=0, event_id=eid, actor=actor)
+                for eid, event in zip(ids, events, strict=True)])
+            if positions:
+                self._fold(writing, writing.append)
+        return [int(p) for p in positions]
 
     # -- lifetime --------------------------------------------------------------------
 

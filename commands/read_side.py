@@ -383,11 +383,13 @@ class Reader(ReadSide):
         rules: the lesson rules' figures, as the writers use them.
         embedder: the embedder the index was built with (the default when omitted).
         record_delay: seconds within which a queued recall record is committed.
+        record: False to record nothing though the home is writable (a replica's log
+            grows only by what it pulls).
     """
 
     def __init__(self, home: str | os.PathLike[str], *, read_only: bool | None = None,
                  rules: Rules | None = None, embedder: Embedder | None = None,
-                 record_delay: float = DEFAULT_DELAY) -> None:
+                 record_delay: float = DEFAULT_DELAY, record: bool = True) -> None:
         path = os.path.expanduser(os.fspath(home))
         self.read_only = on_read_only_filesystem(path) if read_only is None else read_only
         self._stack = contextlib.ExitStack()
@@ -400,7 +402,8 @@ class Reader(ReadSide):
         self.home = self._home.path
         try:
             self.log = EventLog(self._home, LOG_NAME)
-            self._records = None if self.read_only else DeferredRecords(self.log, record_delay)
+            self._records = (None if self.read_only or not record
+                             else DeferredRecords(self.log, record_delay))
             self.runner = Runner(registry(rules), ViewStore(self._home))
             self._erasures = self.runner.erasures
             self._lock = threading.RLock()

@@ -25,6 +25,7 @@ __all__ = [
     "DELTA_PROPOSED",
     "ENVIRONMENT_CHANGED",
     "ERASED",
+    "ERASURE_ACKNOWLEDGED",
     "EVENT_CLASSES",
     "EVENT_TYPES",
     "FACT_LEARNED",
@@ -45,6 +46,7 @@ __all__ = [
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
     "SKILL_REGISTERED",
+    "SNAPSHOT_TAKEN",
     "TRIGGERS_POLICIES",
     "Z85_ALPHABET",
     "Z85_KEY",
@@ -60,6 +62,7 @@ __all__ = [
     "DeltaRestaged",
     "EnvironmentChanged",
     "Erased",
+    "ErasureAcknowledged",
     "ErasureKind",
     "FactLearned",
     "Fingerprint",
@@ -87,6 +90,7 @@ __all__ = [
     "Signal",
     "SkillBaseRegistered",
     "SkillResolved",
+    "SnapshotTaken",
     "Text",
     "decode_event",
     "encode_event",
@@ -597,6 +601,43 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
         return frozenset((self.by, self.subject) if self.what == "principal" else (self.by,))
 
 
+class SnapshotTaken(_Event, frozen=True, kw_only=True, tag="sync.snapshot"):
+    """A ref now names a snapshot of the log up to the position before this event.
+
+    The fields are the snapshot's (:class:`lessonledger.ledger.objects.Snapshot`), so
+    its id can be recomputed from the log; ``previous`` is the id the ref named when the
+    snapshot was taken (empty for a new ref): refs move only by compare-and-swap. Written
+    with no principal or session, so no erasure takes it.
+    """
+
+    ledger_only: ClassVar[bool] = True
+
+    name: Name
+    previous: Digest = b""
+    parent: Digest = b""
+    first: Annotated[int, Meta(ge=1)] = 1
+    last: Annotated[int, Meta(ge=0)] = 0
+    root: Digest = b""
+    link: Digest = b""
+    erasures: Annotated[int, Meta(ge=0)] = 0
+    created_at: Annotated[int, Meta(ge=0)] = 0
+    origin: Annotated[str, Meta(max_length=200)] = ""
+
+
+class ErasureAcknowledged(_Event, frozen=True, kw_only=True, tag="sync.erasure_acked"):
+    """A replica applied an erasure: deleted its bodies, refolded its views, compacted.
+
+    Attributes:
+        erasure: the position of the ``Erased`` record it applied.
+        replica: the replica's name (its key's name once keys are in use).
+    """
+
+    ledger_only: ClassVar[bool] = True
+
+    erasure: Annotated[int, Meta(ge=1)]
+    replica: Name
+
+
 AnyEvent = (
     OutcomeObserved
     | LessonProposed
@@ -619,6 +660,8 @@ AnyEvent = (
     | FactLearned
     | ConsumerDeclared
     | Erased
+    | SnapshotTaken
+    | ErasureAcknowledged
     | AccessGranted
     | AccessRevoked
 )
@@ -656,6 +699,8 @@ SKILL_REGISTERED: Final = tag_of(SkillBaseRegistered)
 DELTA_PROPOSED: Final = tag_of(DeltaProposed)
 DELTA_APPROVED: Final = tag_of(DeltaApproved)
 FACT_LEARNED: Final = tag_of(FactLearned)
+SNAPSHOT_TAKEN: Final = tag_of(SnapshotTaken)
+ERASURE_ACKNOWLEDGED: Final = tag_of(ErasureAcknowledged)
 ACCESS_GRANTED: Final = tag_of(AccessGranted)
 ACCESS_REVOKED: Final = tag_of(AccessRevoked)
 #: Events naming a principal in their body: what erasing the principal takes besides

@@ -45,6 +45,7 @@ from lessonledger.ledger.envelope import (
 )
 from lessonledger.ledger.errors import (
     BodyTooLargeError,
+    ChainImportError,
     IdempotencyConflictError,
     InvalidEventError,
     LedgerCorruptError,
@@ -372,6 +373,22 @@ class EventLog:
         with self._env.begin() as txn:
             return self._tail(txn)[0] - 1
 
+    def link_at(self, position: int) -> bytes:
+        """The chain link stored at ``position`` (the genesis link for 0).
+
+        Raises:
+            LedgerCorruptError: the log has no envelope there.
+        """
+        if position == 0:
+            return GENESIS
+        stored = None
+        if self._trees(create=False):
+            with self._env.begin() as txn:
+                stored = txn.get(_key(position, _ENVELOPE), db=self._log)
+        if stored is None:
+            raise LedgerCorruptError(position)
+        return bytes(stored[-LINK_BYTES:])
+
     def position_of(self, event_id: bytes) -> Position | None:
         """Return the position of the event with this id, if any."""
         if not self._trees(create=False):
@@ -421,15 +438,17 @@ class EventLog:
         """
         yield from _chunked(lambda at: self.read(at, limit=_READ_CHUNK, stop=stop), start)
 
-    def raw(self, start: int = 1) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
+    def raw(self, start: int = 1, stop: int | None = None
+            ) -> Iterator[tuple[int, bytes, bytes | None, bytes | None]]:
         """Yield ``(position, envelope, body, chain link)`` exactly as stored.
 
         For verification and sync, which must see the stored bytes. Reads in short
-        transactions, so a long walk never pins old pages.
+        transactions, so a long walk never pins old pages; ``stop`` (inclusive) ends it.
         """
         if not self._trees(create=False):
             return
         position = max(start, 1)
+        end = _key(stop + 1, _ENVELOPE) if stop is not None else b"\xff" * 9
         while True:
             rows = []
             with self._env.begin() as txn:
@@ -437,6 +456,8 @@ class EventLog:
                 if not cursor.set_range(_key(position, _ENVELOPE)):
                     return
                 for key, value in cursor.iternext():
+                    if key >= end:
+                        break
                     if key[8]:
                         continue
                     position = int.from_bytes(key[:8], "big")
@@ -447,7 +468,7 @@ class EventLog:
                     if len(rows) == _READ_CHUNK:
                         break
             yield from rows
-            if len(rows) < _READ_CHUNK:
+            if len(rows) < _READ_CHUNK or (stop is not None and position >= stop):
                 return
             position += 1
 
@@ -561,6 +582,62 @@ class Writing:
             raise LedgerCorruptError(position)
         self.appended += 1
         return Position(position)
+
+    @property
+    def transaction(self) -> lmdb.Transaction:
+        """The LMDB write transaction, for rows kept in step with the log (sync's state)."""
+        return self._txn
+
+    def import_records(self, rows: Sequence[tuple[bytes, bytes | None]], *,
+                       bodies_checked: bool = False) -> list[Position]:
+        """Append records exactly as another log stored them: a replica's pull.
+
+        Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
+        or None when it is not sent). The envelopes must continue this log: the next
+        positions, in order; the chain links are recomputed here, so they come out the
+        same as the source's, byte for byte. A body must match its envelope's
+        commitment (``bodies_checked``: the caller has just checked each, so they are not
+        hashed again). Ids and stream versions are indexed as an append would.
+
+        Raises:
+            ChainImportError: a row does not continue the log or its body does not
+                match; let it leave the block, which then commits nothing.
+        """
+        log = self._log
+        position, previous, cursor = log._tail(self._txn)
+        entries: list[tuple[bytes, bytes]] = []
+        ids: list[tuple[bytes, bytes]] = []
+        versions: list[tuple[bytes, bytes]] = []
+        first = position
+        for stored, body in rows:
+            try:
+                envelope = decode_envelope(stored)
+            except msgspec.DecodeError as e:
+                raise ChainImportError(position, f"the envelope does not decode ({e})") from e
+            if envelope.position != position:
+                raise ChainImportError(position, f"the envelope is for position "
+                                       f"{envelope.position}")
+            if body is not None and not bodies_checked \
+                    and sha256(body).digest() != envelope.commitment:
+                raise ChainImportError(position, "the body does not match its commitment "
+                                       f"{envelope.commitment.hex()}")
+            pkey = _pack_position(position)
+            previous = sha256(previous + stored).digest()
+            entries.append((pkey + _ENVELOPE, stored + previous))
+            if body is not None:
+                entries.append((pkey + _BODY, body))
+            if envelope.event_id:
+                ids.append((envelope.event_id, pkey))
+            versions.append((envelope.stream + _pack_position(envelope.version + _OFFSET),
+                             pkey))
+            position += 1
+        if not (_put_new(self._txn, log._ids, ids)
+                and _put_new(self._txn, log._streams, versions)):
+            raise ChainImportError(first, "an event id or stream version is already taken")
+        if entries and cursor.putmulti(entries, append=True)[1] != len(entries):
+            raise ChainImportError(first, "the log moved on meanwhile")
+        self.appended += len(rows)
+        return cast(list[Position], list(range(first, position)))
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""

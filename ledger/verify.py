@@ -18,7 +18,7 @@ can append a plausible ``Erased`` record (naming earlier positions) and delete t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from hashlib import sha256
 from typing import Literal
 
@@ -58,12 +58,15 @@ class VerifyReport(msgspec.Struct):
         checked: how many envelopes were checked.
         erased: positions whose bodies an ``Erased`` record says it erased (not damage).
         problems: everything that failed, in position order.
+        withheld: positions whose bodies a partial replica was not sent (its key may not
+            read them): not damage either.
     """
 
     head: int
     checked: int = 0
     erased: list[int] = msgspec.field(default_factory=list)
     problems: list[Finding] = msgspec.field(default_factory=list)
+    withheld: list[int] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -71,14 +74,20 @@ class VerifyReport(msgspec.Struct):
         return not self.problems
 
 
-def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(log: EventLog, progress: Callable[[int, int], None] | None = None, *,
+           withheld: Collection[int] = (), erased_later: Collection[int] = ()
+           ) -> VerifyReport:
     """Check every envelope's chain link and every present body's commitment.
 
     Args:
         log: the log to check.
         progress: called as ``progress(done, total)`` every few thousand events.
+        withheld: positions whose bodies a partial replica's hub did not send.
+        erased_later: positions a checked-out home lacks because an erasure after its
+            snapshot took them (recorded by the checkout, see ``lessonledger.sync``).
     """
     report = VerifyReport(head=log.head())
+    withheld, erased_later = frozenset(withheld), frozenset(erased_later)
     previous: bytes = GENESIS
     # After a mismatch at p: the link p should have had. If position p + 1 chains from
     # it, only the stored link at p was altered and p + 1 is intact.
@@ -113,8 +122,10 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None) ->
         for p in range(expected, report.head + 1)
     )
     for p in absent:
-        if p in named:
+        if p in named or p in erased_later:
             report.erased.append(p)
+        elif p in withheld:
+            report.withheld.append(p)
         else:
             report.problems.append(Finding(p, "body", "body is missing and no erasure names it"))
     report.problems.sort(key=lambda f: f.position)

@@ -24,6 +24,7 @@ from lessonledger.ops import (
     metrics_commands,
     recall_commands,
     skill_commands,
+    sync_commands,
 )
 from lessonledger.ops.bench import commands as bench_commands
 from lessonledger.ops.config import HOME_ENV, default_home
@@ -52,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     erasure_commands.register(sub, _Parser)
     export_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
+    sync_commands.register(sub, _Parser)
     access_commands.register(sub, _Parser)
     mcp_commands.register(sub, _Parser)
     metrics_commands.register(sub, _Parser)

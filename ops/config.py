@@ -51,8 +51,8 @@ _MARKER = "LESSONLEDGER"
 _LMDB_MAGIC = 0xBEEFC0DE
 _MAGIC_AT = 16
 #: The trees our module makes: a log's (``<name>.log``, ``.streams``, ``.ids``, and an
-#: application's ``.tracking``) and the saved views.
-_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking)|views)\Z")
+#: application's ``.tracking``), the saved views, and sync's state (``sync``).
+_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking)|views|sync)\Z")
 
 
 def tree_names(home: Path) -> list[bytes]:

@@ -22,6 +22,8 @@ from lessonledger.ops.config import LOG_NAME, require_home, tree_names
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
 from lessonledger.ops.render import echo, print_json
+from lessonledger.sync.replica import refold
+from lessonledger.sync.snapshots import is_replica
 
 __all__ = ["EXIT_COMPACTION_PENDING", "register"]
 
@@ -98,7 +100,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     # compaction cannot run: then the home is left as it was.
     check_unused(str(args.home))
     with bar(f"compact {args.home}", quiet=args.json):
-        if f"{LOG_NAME}.log".encode() in tree_names(args.home):
+        if is_replica(args.home):
+            refold(args.home)  # a replica folds without the write side (its policies never run)
+        elif f"{LOG_NAME}.log".encode() in tree_names(args.home):
             with open_lessons(args.home):  # an application's home has no lesson view
                 pass
         result = compact(str(args.home))

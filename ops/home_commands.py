@@ -25,6 +25,7 @@ from lessonledger.ops.render import (
     record_json,
     record_line,
 )
+from lessonledger.sync.state import excused
 
 __all__ = ["register"]
 
@@ -36,6 +37,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
+    if args.snapshots:
+        from lessonledger.ops.sync_commands import show_snapshots
+
+        return show_snapshots(args.home, as_json=bool(args.json),
+                              read_only=bool(args.read_only))
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         for record in log.read(args.start, limit=args.limit):
             if args.json:
@@ -47,10 +53,14 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     with open_logs(args.home, read_only=args.read_only, name=args.log) as logs:
+        # A partial replica's withheld bodies and a checkout's later-erased ones are
+        # recorded by sync beside the log: neither is damage.
         reports = []
         for log in logs:
+            withheld, later = excused(log.home) if log.name == LOG_NAME else ((), ())
             with bar(f"verify {log.name}", log.head(), quiet=args.json) as shown:
-                reports.append((log.name, verify(log, progress=shown.update)))
+                reports.append((log.name, verify(log, progress=shown.update,
+                                                 withheld=withheld, erased_later=later)))
     # The lesson log alone is the usual home: its lines need no name.
     named = [name for name, _ in reports] != [LOG_NAME]
     for name, report in reports:
@@ -61,6 +71,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         for problem in report.problems:
             echo(f"{where}position {problem.position}: {problem.kind}: {problem.detail}")
         erased = f", {len(report.erased)} bodies erased" if report.erased else ""
+        if report.withheld:
+            erased += f", {len(report.withheld)} withheld (not readable by this replica)"
         verdict = "ok" if report.ok else f"DAMAGED at position {report.problems[0].position}"
         echo(f"{where}verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
     return 0 if all(report.ok for _, report in reports) else 1
@@ -104,6 +116,8 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     log.add_argument("--limit", type=count_option(1), default=None, metavar="N",
                      help="show at most N events")
     log.add_argument("--json", action="store_true", help="one JSON object per line")
+    log.add_argument("--snapshots", action="store_true",
+                     help="list the snapshots instead of the events")
     log.set_defaults(run=_cmd_log)
     check = sub.add_parser("verify", help="recompute the hash chain and body commitments")
     check.add_argument("--json", action="store_true", help="print the report as JSON")

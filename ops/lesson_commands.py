@@ -38,14 +38,24 @@ from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import lesson_view, registry, view_names
+from lessonledger.sync.replica import queue_commands, replica_info
+from lessonledger.sync.snapshots import is_replica
 
 __all__ = ["open_lessons", "open_queries", "register", "row_json"]
 
 
 @contextmanager
 def open_lessons(home: Path) -> Iterator[Ledger]:
-    """Open an existing home's ledger; a missing home is a one-line error, not a new home."""
+    """Open an existing home's ledger; a missing home is a one-line error, not a new home.
+
+    A replica is refused: its log grows only by what it pulls from its hub.
+    """
     require_home(home)
+    if is_replica(home):
+        msg = (f"{home} is a replica of {replica_info(home).hub}: nothing is written here "
+               "but what it pulls; `publish` puts commands in its outbox for `push`, and "
+               "erasures are made at the hub")
+        raise LedgerConfigError(msg)
     ledger = Ledger(home, sync=sync_setting())
     try:
         yield ledger
@@ -60,7 +70,8 @@ def open_queries(home: Path, *, read_only: bool = False) -> Iterator[Reader]:
     With ``read_only`` (automatic on a read-only filesystem) not a byte is written.
     """
     require_home(home)
-    reader = Reader(home, read_only=read_only or None)
+    # A replica's queries record nothing: its log grows only by what it pulls.
+    reader = Reader(home, read_only=read_only or None, record=not is_replica(home))
     try:
         yield reader
     finally:
@@ -213,6 +224,12 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
+    if is_replica(args.home):
+        waiting = queue_commands(args.home, [msgspec.json.encode(c) for _, c in commands],
+                                 sync=sync_setting())
+        echo(f"queued {len(commands)} commands in the outbox ({waiting} waiting); "
+             "`lessonledger push` sends them to the hub")
+        return 0
     with open_lessons(args.home) as ledger:
         try:
             receipts = ledger.execute_all([command for _, command in commands])

@@ -14,6 +14,7 @@ from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
 from lessonledger.projections.facts import FactView
 from lessonledger.projections.lessons import LessonView
+from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.outcome_stats import OutcomeStats
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
@@ -23,6 +24,7 @@ __all__ = [
     "AUDIT_NAME",
     "DELTAS",
     "FACTS",
+    "OBJECTS",
     "STATS_NAME",
     "VIEW_NAME",
     "access_view",
@@ -30,6 +32,7 @@ __all__ = [
     "delta_view",
     "fact_view",
     "lesson_view",
+    "object_view",
     "outcome_stats",
     "registry",
     "view_names",
@@ -43,6 +46,8 @@ STATS_NAME = "outcomes"
 AUDIT_NAME = "audit"
 #: The delta view's (skill bases and their deltas) and the fact table's.
 DELTAS, FACTS = "deltas", "facts"
+#: The object view's (segments, snapshots, refs, tombstones: what sync moves).
+OBJECTS = "objects"
 #: The access view's (client keys and their grants).
 ACCESS = "access"
 
@@ -56,6 +61,7 @@ def registry(rules: Rules | None = None) -> list[Registered]:
         Registered(AUDIT_NAME, AuditIndex, AuditIndex.load),
         Registered(DELTAS, DeltaView, DeltaView.load),
         Registered(FACTS, FactView, FactView.load),
+        Registered(OBJECTS, ObjectView, ObjectView.load),
         Registered(ACCESS, AccessView, AccessView.load),
     ]
 
@@ -103,3 +109,8 @@ def access_view(views: Runner | Mapping[str, Projection]) -> AccessView:
 def view_names() -> list[str]:
     """The names of the registered views, in their order."""
     return [entry.name for entry in registry()]
+
+
+def object_view(views: Runner | Mapping[str, Projection]) -> ObjectView:
+    """The object view among ``views``."""
+    return _typed(views, OBJECTS, ObjectView)

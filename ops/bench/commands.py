@@ -101,6 +101,13 @@ def _cmd_bench_deltas(args: argparse.Namespace) -> int:
     return _report(args, result)
 
 
+def _cmd_bench_sync(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import sync as bench_sync
+
+    return _report(args, bench_sync.run(events=args.events, pull_events=args.pull_events,
+                                        progress=_say))
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -271,4 +278,13 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                         help="sessions whose resolutions are timed (default 100)")
     deltas.add_argument("--json", action="store_true", help="print one JSON object")
     deltas.set_defaults(run=_cmd_bench_deltas)
+    syncing = which.add_parser("sync", help=(
+        "clone over ZeroMQ vs a raw chunked transfer of the same bytes, bytes moved by a "
+        "pull, and how long an erasure takes to reach two replicas"))
+    syncing.add_argument("--events", type=count_option(1_000), default=100_000,
+                         help="events in the hub that is cloned (default 100,000)")
+    syncing.add_argument("--pull-events", type=count_option(10), default=1_000,
+                         help="new events the measured pull moves (default 1,000)")
+    syncing.add_argument("--json", action="store_true", help="print one JSON object")
+    syncing.set_defaults(run=_cmd_bench_sync)
     _trapworld_parser(which)

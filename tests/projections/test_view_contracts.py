@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import zmq
 from contracts import ProjectionContract
-from lessonledger.commands import Ledger, Operation
+from lessonledger.commands import Ledger, Operation, open_ledger
 from lessonledger.commands.access import GrantAccess, RevokeAccess
-from lessonledger.projections.views import view_names
+from lessonledger.projections.views import object_view, view_names
+from lessonledger.sync.snapshots import take_snapshot
 
 P = "3f9a0c1b2d4e5f60"
 BODY = "# Triage\n\nSort the inbox.\n\n## Replies\n\nDraft short replies.\n"
@@ -62,6 +65,36 @@ class TestFacts(ProjectionContract):
 
     def workload(self, ledger: Ledger, principal: str, text: str) -> None:
         ledger.skills.learn_fact("senders", principal, text, principal=principal)
+
+
+class TestObjects(ProjectionContract):
+    view = "objects"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> None:
+        _outcome(ledger, principal, text)
+        take_snapshot(ledger, "main", "test")
+
+    def test_an_erased_body_leaves_no_trace_in_the_view_or_its_saved_copy(
+            self, tmp_path: Path) -> None:
+        # The view holds envelopes only, never a body: erasure leaves it as it was (the
+        # segment ids, the snapshots, the refs), but for the tombstones it adds.
+        home, (alices, bobs) = self._home(tmp_path)
+        with open_ledger(home, sync=False) as ledger:
+            view = object_view(ledger.runner)
+            before = view.dump()
+            assert alices not in before
+            assert bobs not in before
+            ids, snapshots, refs = view.segment_ids(), view.snapshots, view.refs
+            assert snapshots
+            assert refs
+            erased = ledger.erase(key="erase-alice", what="principal", subject="alice",
+                                  reason="r")
+            view = object_view(ledger.runner)
+            assert view.segment_ids()[: len(ids) - 1] == ids[:-1]
+            assert view.snapshots == snapshots
+            assert view.refs == refs
+            assert view.tombstones == frozenset(erased.erased)
+            assert alices not in view.dump()
 
 
 def test_every_registered_view_has_its_contract_test() -> None:

@@ -1,0 +1,193 @@
+"""The sync protocol's messages, without sockets: one msgpack frame each.
+
+A replica asks, the hub answers each request with exactly one reply, so the hub keeps
+no state between requests and flow control is the replica's: it keeps at most
+``credit`` requests outstanding (ZeroMQ guide, fileio3), so the hub never has more than
+that many chunks in flight to it, and a slow replica holds up no one else.
+
+- :class:`Hello` → :class:`Refs`: the hub's head, its chain link, the Merkle root over
+  its segment ids, the erasures it holds, its refs. The replica's ``have`` (its head
+  position and link) is the whole have set of a single-writer linear log: the hub checks
+  it is a prefix of its own and says so (:class:`Refused` ``diverged``).
+- :class:`SegmentIds` → :class:`Ids`: the ids of the segments from an index on.
+- :class:`Fetch` → :class:`Chunk`: the stored envelopes of a position range (never
+  across a segment's end) and the bodies the replica may read, erased ones never.
+- :class:`Push` → :class:`Pushed`: commands made on a replica, decided by the hub.
+- :class:`Ack` → :class:`Acked`: a replica applied an erasure and compacted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from lessonledger.sync.errors import ProtocolError
+from msgspec import Meta
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "Ack",
+    "Acked",
+    "Chunk",
+    "Fetch",
+    "Hello",
+    "Ids",
+    "Push",
+    "PushResult",
+    "Pushed",
+    "Refs",
+    "Refused",
+    "Reply",
+    "Request",
+    "SegmentIds",
+    "decode_reply",
+    "decode_request",
+    "encode",
+]
+
+#: The largest frame either side accepts: a full segment of envelopes with 1 MiB bodies
+#: would be more, so a chunk stops adding bodies at about 8 MiB.
+MAX_FRAME_BYTES = 64 << 20
+Name = Annotated[str, Meta(max_length=200)]
+Hash = Annotated[bytes, Meta(max_length=32)]
+
+
+class _Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="op"):
+    pass
+
+
+class Hello(_Message, frozen=True, tag="hello"):
+    """Who asks and what it has: its head position and the chain link there."""
+
+    replica: Name
+    have: Annotated[int, Meta(ge=0)] = 0
+    link: Hash = b""
+
+
+class SegmentIds(_Message, frozen=True, tag="ids"):
+    """The ids of the segments from index ``start`` (from 0) on."""
+
+    start: Annotated[int, Meta(ge=0)]
+
+
+class Fetch(_Message, frozen=True, tag="fetch"):
+    """Records ``start`` to ``stop`` (inclusive), within one segment."""
+
+    start: Annotated[int, Meta(ge=1)]
+    stop: Annotated[int, Meta(ge=1)]
+
+
+class Push(_Message, frozen=True, tag="push"):
+    """Commands made on a replica while away, each as its JSON line."""
+
+    replica: Name
+    #: For each command, the replica's head when it was made.
+    based_on: Annotated[list[int], Meta(max_length=10_000)]
+    commands: Annotated[list[bytes], Meta(max_length=10_000)]
+
+
+class Ack(_Message, frozen=True, tag="ack"):
+    """The replica applied the erasure at ``erasure``: bodies gone, views refolded, compacted."""
+
+    replica: Name
+    erasure: Annotated[int, Meta(ge=1)]
+
+
+class Refs(_Message, frozen=True, tag="refs"):
+    """The hub's head, what it commits to, and its refs."""
+
+    head: int
+    link: Hash
+    root: Hash
+    segments: int
+    erasures: list[int]
+    refs: dict[str, Hash]
+
+
+class Ids(_Message, frozen=True, tag="segment_ids"):
+    """Segment ids from ``start`` to the hub's head (the open segment's last)."""
+
+    start: int
+    ids: list[Hash]
+
+
+class Chunk(_Message, frozen=True, tag="chunk"):
+    """Stored envelopes from ``start`` on, with bodies (``b""`` where none is sent).
+
+    ``withheld`` lists positions whose bodies the replica's key may not read.
+    """
+
+    start: int
+    envelopes: list[bytes]
+    bodies: list[bytes]
+    withheld: list[int] = []
+
+
+class PushResult(_Message, frozen=True, tag="result"):
+    """One pushed command: the positions it wrote, or why it was refused."""
+
+    key: str
+    positions: list[int] = []
+    refused: str = ""
+
+
+class Pushed(_Message, frozen=True, tag="pushed"):
+    """What the hub decided for each pushed command, in order."""
+
+    results: list[PushResult]
+
+
+class Acked(_Message, frozen=True, tag="acked"):
+    """The acknowledgement is recorded (at ``position`` of the hub's log)."""
+
+    erasure: int
+    position: int
+
+
+class Refused(_Message, frozen=True, tag="refused"):
+    """The request is refused: ``code`` for programs, ``message`` for people."""
+
+    code: str
+    message: str
+
+
+Request = Hello | SegmentIds | Fetch | Push | Ack
+Reply = Refs | Ids | Chunk | Pushed | Acked | Refused
+
+_encoder = msgspec.msgpack.Encoder()
+_requests = msgspec.msgpack.Decoder(Request)
+_replies = msgspec.msgpack.Decoder(Reply)
+
+
+def encode(message: Request | Reply) -> bytes:
+    """One frame's bytes."""
+    return _encoder.encode(message)
+
+
+def decode_request(frame: bytes) -> Request:
+    """A request from its frame.
+
+    Raises:
+        ProtocolError: the frame is not one.
+    """
+    if len(frame) > MAX_FRAME_BYTES:
+        msg = f"a request of {len(frame):,} bytes is over the {MAX_FRAME_BYTES:,} limit"
+        raise ProtocolError(msg)
+    try:
+        return _requests.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        msg = f"not a sync request: {e}"
+        raise ProtocolError(msg) from e
+
+
+def decode_reply(frame: bytes) -> Reply:
+    """A reply from its frame.
+
+    Raises:
+        ProtocolError: the frame is not one.
+    """
+    try:
+        return _replies.decode(frame)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        msg = f"not a sync reply (damaged on the way?): {e}"
+        raise ProtocolError(msg) from e

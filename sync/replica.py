@@ -1,0 +1,466 @@
+"""A replica's side of sync: clone, pull (verify, import, fold, erase, compact, ack), push.
+
+A replica's log grows only by records pulled from its hub, appended verbatim
+(:meth:`~lessonledger.ledger.log.Writing.import_records`), so its chain links, segment
+ids and snapshot ids are the hub's byte for byte. Every object is checked on arrival,
+before anything is written: each closed segment against the id the hub listed (those
+ids against the hub's Merkle root), the open one and the chain against the hub's head
+link, each body against its envelope's commitment. What fails is refused with its hash
+named (:class:`~lessonledger.sync.errors.TamperedObjectError`), and nothing of that
+chunk is written.
+
+Each chunk commits in one transaction, with what it implies: the bodies an ``Erased``
+record in it names are deleted, and the erasure is marked pending acknowledgement. So a
+pull killed at any moment continues, when run again, from the last chunk committed.
+After the records, the views and the vector index are folded through the runner (never
+a policy: the hub decided everything already); if erasures were applied, the home is
+compacted so none of their bytes stays in its files, and only then is each erasure
+acknowledged to the hub.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from hashlib import sha256
+from pathlib import Path
+
+import msgspec
+from lessonledger.commands.messages import decode_command
+from lessonledger.commands.recall import Recaller
+from lessonledger.ledger.compaction import compact
+from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
+from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
+from lessonledger.ledger.events import ERASED, Erased, decode_event
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
+from lessonledger.projections.runner import Runner
+from lessonledger.projections.store import ViewStore
+from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
+from lessonledger.sync.errors import (
+    DivergedError,
+    NotAReplicaError,
+    ProtocolError,
+    RefusedError,
+    TamperedObjectError,
+)
+from lessonledger.sync.exchange import DEFAULT_CREDIT, Exchange
+from lessonledger.sync.protocol import (
+    Ack,
+    Acked,
+    Chunk,
+    Fetch,
+    Hello,
+    Ids,
+    Push,
+    Pushed,
+    PushResult,
+    Refs,
+    Refused,
+    Reply,
+    SegmentIds,
+    decode_reply,
+    encode,
+)
+from lessonledger.sync.state import ReplicaInfo, SyncState, read_marker, write_marker
+
+__all__ = [
+    "PullResult",
+    "PushOutcome",
+    "fold_views",
+    "prepare_clone",
+    "pull",
+    "push",
+    "queue_commands",
+    "refold",
+    "replica_info",
+]
+
+_LOG_MARKER = "LESSONLEDGER"
+
+
+class PullResult(msgspec.Struct):
+    """What a pull did.
+
+    Attributes:
+        head: the replica's last position after it.
+        fetched: records appended.
+        bodies: bodies received.
+        withheld: bodies the hub did not send (the key may not read them).
+        erasures: erasures applied and acknowledged.
+        pending: erasures applied whose acknowledgement waits (compaction could not
+            run: another process has the home open).
+        received: bytes received; sent: bytes sent.
+        seconds: how long it took.
+        fold_seconds: of which folding the views and the index.
+    """
+
+    head: int = 0
+    fetched: int = 0
+    bodies: int = 0
+    withheld: int = 0
+    erasures: list[int] = []
+    pending: list[int] = []
+    received: int = 0
+    sent: int = 0
+    seconds: float = 0.0
+    fold_seconds: float = 0.0
+
+
+class PushOutcome(msgspec.Struct):
+    """What a push did: each command's answer, then the pull that brought them back."""
+
+    results: list[PushResult]
+    pull: PullResult
+
+
+def replica_info(home: str | os.PathLike[str]) -> ReplicaInfo:
+    """The hub and name of the replica at ``home``.
+
+    Raises:
+        NotAReplicaError: ``home`` was not cloned.
+    """
+    info = read_marker(home)
+    if info is None:
+        msg = (f"{home} is not a replica (it was not cloned from a hub); run "
+               "`lessonledger clone tcp://HOST:PORT DIR` first")
+        raise NotAReplicaError(msg)
+    return info
+
+
+def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
+                  key: str = "", hub_key: str = "") -> None:
+    """Make ``directory`` an empty replica of ``hub``, or accept it as one already.
+
+    A clone run again into its directory continues where it stopped.
+
+    Raises:
+        LedgerConfigError: ``directory`` holds something else (another hub's replica,
+            a home, other files).
+    """
+    path = Path(directory)
+    info = read_marker(path)
+    if info is not None:
+        if info.hub != hub:
+            msg = (f"{path} is a replica of {info.hub}, not of {hub}; clone into another "
+                   "directory")
+            raise LedgerConfigError(msg)
+        return
+    if path.exists() and any(path.iterdir()):
+        msg = f"{path} is not empty; clone into a new or empty directory"
+        raise LedgerConfigError(msg)
+    path.mkdir(parents=True, exist_ok=True)
+    write_marker(path, ReplicaInfo(hub=hub, name=name, key=key, hub_key=hub_key))
+    (path / _LOG_MARKER).write_text("lessonledger home: LMDB files, do not edit by hand\n")
+
+
+def _reply(frame: bytes, kind: type[Reply]) -> Reply:
+    reply = decode_reply(frame)
+    if isinstance(reply, Refused):
+        if reply.code == "diverged":
+            raise DivergedError(reply.message)
+        msg = f"the hub refused: {reply.message}"
+        raise RefusedError(msg)
+    if not isinstance(reply, kind):
+        msg = f"expected {kind.__name__}, the hub sent {type(reply).__name__}"
+        raise ProtocolError(msg)
+    return reply
+
+
+class _Puller:
+    """One pull's state: what the replica has, and what the hub said it has."""
+
+    def __init__(self, home: LMDBHome, name: str) -> None:
+        self.home, self.name = home, name
+        self.log = EventLog(home, LOG_NAME)
+        self.state = SyncState(home)
+        objects = Runner([r for r in registry() if r.name == OBJECTS], ViewStore(home))
+        objects.fold(self.log)
+        view = object_view(objects)
+        self.head, self.link = view.position, view.link
+        self.closed = view.closed_ids
+        self.hasher = SegmentHasher()
+        for stored in view.open_envelopes:
+            self.hasher.add(stored)
+        self.tombstones = set(view.tombstones)
+        self.refs: Refs | None = None
+        self.ids: list[bytes] = []
+        self.asked: dict[int, int] = {}  # start → stop of each fetch in flight
+        self.early: dict[int, Chunk] = {}  # chunks that came before the one awaited
+        self.result = PullResult()
+
+    def hello(self) -> bytes:
+        return encode(Hello(self.name, self.head, self.link if self.head else b""))
+
+    def on_refs(self, refs: Refs) -> bytes:
+        self.refs = refs
+        return encode(SegmentIds(len(self.closed)))
+
+    def on_ids(self, ids: Ids) -> list[bytes]:
+        assert self.refs is not None
+        if ids.start != len(self.closed) or len(self.closed) + len(ids.ids) != self.refs.segments \
+                or merkle_root(self.closed + ids.ids) != self.refs.root:
+            raise TamperedObjectError(kind="root", address=self.refs.root,
+                                      detail="the segment ids listed do not hash to the hub's root")
+        self.ids = ids.ids
+        fetches = []
+        start = self.head + 1
+        while start <= self.refs.head:
+            stop = min((segment_of(start) + 1) * SEGMENT_SIZE, self.refs.head)
+            fetches.append(self._ask(start, stop))
+            start = stop + 1
+        return fetches
+
+    def _ask(self, start: int, stop: int) -> bytes:
+        self.asked[start] = stop
+        return encode(Fetch(start, stop))
+
+    def on_chunk(self, frame: bytes) -> list[bytes]:
+        chunk = _reply(frame, Chunk)
+        assert isinstance(chunk, Chunk)
+        self.early[chunk.start] = chunk
+        more = []
+        while self.head + 1 in self.early:
+            more += self._apply(self.early.pop(self.head + 1))
+        return more
+
+    def _id_of(self, segment: int) -> bytes:
+        return self.ids[segment - len(self.closed)]
+
+    def _apply(self, chunk: Chunk) -> list[bytes]:
+        assert self.refs is not None
+        stop = self.asked.pop(chunk.start, None)
+        count = len(chunk.envelopes)
+        if stop is None or not count or count > stop - chunk.start + 1 \
+                or len(chunk.bodies) != count:
+            msg = f"the hub sent a chunk at {chunk.start} that was not asked for"
+            raise ProtocolError(msg)
+        link, hasher = self.link, self.hasher.copy()
+        rows: list[tuple[bytes, bytes | None]] = []
+        erasures: list[tuple[int, Erased]] = []
+        # The envelopes first, against their segment's id: an altered envelope is named
+        # as the segment it is in, before any body is read by its commitment.
+        for offset, stored in enumerate(chunk.envelopes):
+            position = chunk.start + offset
+            hasher.add(stored)
+            link = sha256(link + stored).digest()
+            if position % SEGMENT_SIZE == 0:
+                expected = self._id_of(segment_of(position))
+                if hasher.digest() != expected:
+                    raise TamperedObjectError(kind="segment", address=expected, detail=(
+                        f"positions {position - SEGMENT_SIZE + 1}-{position} hash otherwise"))
+                hasher = SegmentHasher()
+        last = chunk.start + count - 1
+        if last == self.refs.head:
+            if last % SEGMENT_SIZE and hasher.digest() != self._id_of(segment_of(last)):
+                expected = self._id_of(segment_of(last))
+                raise TamperedObjectError(kind="segment", address=expected, detail=(
+                    f"the open segment up to position {last} hashes otherwise"))
+            if link != self.refs.link:
+                raise TamperedObjectError(kind="chain", address=self.refs.link,
+                                          detail=f"the chain link at position {last} differs")
+        for offset, (stored, body) in enumerate(zip(chunk.envelopes, chunk.bodies, strict=True)):
+            rows.append((stored, self._body(chunk.start + offset, stored, body, erasures)))
+        self._commit(rows, erasures, chunk.withheld)
+        self.head, self.link, self.hasher = last, link, hasher
+        self.result.fetched += count
+        return [self._ask(last + 1, stop)] if last < stop else []
+
+    def _body(self, position: int, stored: bytes, body: bytes,
+              erasures: list[tuple[int, Erased]]) -> bytes | None:
+        if not body:
+            return None
+        try:
+            envelope = decode_envelope(stored)
+        except msgspec.DecodeError as e:
+            raise TamperedObjectError(kind="segment", address=b"",
+                                      detail=f"position {position} does not decode") from e
+        if sha256(body).digest() != envelope.commitment:
+            raise TamperedObjectError(kind="body", address=envelope.commitment,
+                                      detail=f"the body at position {position} hashes otherwise")
+        if position in self.tombstones:
+            raise TamperedObjectError(kind="body", address=envelope.commitment, detail=(
+                f"the body at position {position} was erased; it is not accepted back"))
+        if envelope.type == ERASED:
+            event = decode_event(body[SALT_BYTES:])
+            if isinstance(event, Erased):
+                erasures.append((position, event))
+        self.result.bodies += 1
+        return body
+
+    def _commit(self, rows: list[tuple[bytes, bytes | None]],
+                erasures: list[tuple[int, Erased]], withheld: list[int]) -> None:
+        with self.log.writing() as writing:
+            writing.import_records(rows, bodies_checked=True)
+            txn = writing.transaction
+            self.state.add_positions(txn, "withheld", withheld)
+            for position, erased in erasures:
+                named = [p for p in erased.positions if p < position]
+                writing.erase_bodies(named)
+                self.tombstones.update(named)
+                self.state.remove_positions(txn, "withheld", named)
+                self.state.add_positions(txn, "pending", [position])
+                if erased.what in ("principal", "session"):
+                    self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
+                                          if _names(queued.command, erased.what, erased.subject)])
+        self.result.withheld += len(withheld)
+
+
+def _names(command: bytes, what: str, subject: str) -> bool:
+    """True when a queued command's JSON is for that principal or session."""
+    try:
+        fields = msgspec.json.decode(command)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(fields, dict) and fields.get(what) == subject
+
+
+def fold_views(home: LMDBHome) -> int:
+    """Fold the pulled records into every view and the vector index, and save them.
+
+    Through the runner, without reacting: the hub's policies decided everything, and
+    what they decided is in the records. After an erasure the views are folded afresh
+    (the runner does that) and the index is built afresh, so neither keeps anything
+    derived from the erased bodies. Returns the position reached.
+    """
+    log = EventLog(home, LOG_NAME)
+    runner = Runner(registry(), ViewStore(home))
+    runner.fold(log)
+    recaller = Recaller(Path(home.path) / "vectors", log, lesson_view(runner),
+                        fresh=runner.erasures > 0)
+    recaller.sync()
+    runner.save()
+    recaller.save()
+    return runner.position
+
+
+def refold(directory: str | os.PathLike[str]) -> int:
+    """Fold a replica's views and index to its head and save them (as a pull ends)."""
+    home = acquire(os.fspath(directory), sync=True)
+    try:
+        return fold_views(home)
+    finally:
+        release(home)
+
+
+def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
+         credit: int = DEFAULT_CREDIT, sync: bool = True,
+         progress: Callable[[int, int], None] | None = None) -> PullResult:
+    """Bring the replica at ``directory`` up to its hub; see the module docstring.
+
+    Raises:
+        NotAReplicaError: the home was not cloned.
+        DivergedError: its log is not a prefix of the hub's.
+        TamperedObjectError: an object did not hash to its address (nothing of it
+            was written; what came before it stays, and a new pull continues).
+        RefusedError, ProtocolError: the hub refused, or sent something else.
+    """
+    info = replica_info(directory)
+    started = time.perf_counter()
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        puller = _Puller(home, info.name)
+        refs = _reply(exchange.call(puller.hello()), Refs)
+        assert isinstance(refs, Refs)
+        ids = _reply(exchange.call(puller.on_refs(refs)), Ids)
+        assert isinstance(ids, Ids)
+
+        def on_reply(frame: bytes) -> list[bytes]:
+            more = puller.on_chunk(frame)
+            if progress is not None:
+                progress(puller.head, refs.head)
+            return more
+
+        exchange.pipeline(puller.on_ids(ids), on_reply, credit)
+        result = puller.result
+        folding = time.perf_counter()
+        result.head = fold_views(home)
+        result.fold_seconds = time.perf_counter() - folding
+        with home.env.begin() as txn:
+            pending = SyncState(home).positions(txn, "pending")
+    finally:
+        release(home)
+    if pending:
+        try:
+            compact(os.fspath(directory))
+        except HomeBusyError:
+            result.pending = pending
+            pending = []
+    for erasure in pending:
+        _reply(exchange.call(encode(Ack(info.name, erasure))), Acked)
+        _done_with(directory, erasure, sync)
+        result.erasures.append(erasure)
+    result.received, result.sent = exchange.received, exchange.sent
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _done_with(directory: str | os.PathLike[str], erasure: int, sync: bool) -> None:
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        state = SyncState(home)
+        with home.env.begin(write=True) as txn:
+            state.remove_positions(txn, "pending", [erasure])
+    finally:
+        release(home)
+
+
+def queue_commands(directory: str | os.PathLike[str], lines: list[bytes], *,
+                   sync: bool = True) -> int:
+    """Put commands (JSON lines) in the replica's outbox for the next ``push``.
+
+    Each is checked as the hub would decode it first; none is queued if one fails.
+    Returns how many wait now.
+
+    Raises:
+        NotAReplicaError: the home was not cloned.
+        msgspec.ValidationError, InvalidCommandError: a line is not a command.
+    """
+    replica_info(directory)
+    for line in lines:
+        decode_command(line)
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        state = SyncState(home)
+        head = EventLog(home, LOG_NAME).head()
+        with home.env.begin(write=True) as txn:
+            for line in lines:
+                state.queue(txn, head, line)
+            return len(state.outbox(txn))
+    finally:
+        release(home)
+
+
+def push(directory: str | os.PathLike[str], exchange: Exchange, *,
+         sync: bool = True) -> PushOutcome:
+    """Send the outbox's commands to the hub, then pull what it decided.
+
+    Each command is answered (written, or refused and why) and leaves the outbox; a
+    command is sent again only if the push died before its answer came back, and the
+    hub takes a repeated key for a retry, so nothing is written twice.
+    """
+    info = replica_info(directory)
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        state = SyncState(home)
+        with home.env.begin() as txn:
+            waiting = state.outbox(txn)
+    finally:
+        release(home)
+    results: list[PushResult] = []
+    if waiting:
+        pushed = _reply(exchange.call(encode(Push(
+            info.name, [queued.based_on for _, queued in waiting],
+            [queued.command for _, queued in waiting]))), Pushed)
+        assert isinstance(pushed, Pushed)
+        results = pushed.results
+        home = acquire(os.fspath(directory), sync=sync)
+        try:
+            state = SyncState(home)  # before the transaction: opening a tree writes
+            with home.env.begin(write=True) as txn:
+                state.drop(txn, [key for key, _ in waiting])
+        finally:
+            release(home)
+    return PushOutcome(results, pull(directory, exchange, sync=sync))

@@ -1,0 +1,220 @@
+"""The hub's side of sync, without sockets: one request's bytes in, its reply out.
+
+:class:`SyncService` answers every request of :mod:`lessonledger.sync.protocol` from a
+hub's :class:`~lessonledger.commands.ledger.Ledger`. It keeps no state between requests,
+so any transport can mount it (``lessonledger serve-sync``'s ROUTER socket, or the hub's
+own): call :meth:`SyncService.handle` with the frame and the peer's name.
+
+What it never does: send a body an erasure named (tombstones are checked on every
+fetch, besides the bodies being gone), send a body the peer may not read, answer a
+``have`` that is not a prefix of its log, or accept a pushed command for a principal or
+session erased after the replica made it.
+
+With ``authorize`` the peer is the Z85 public key the connection authenticated with
+(CURVE), and its grant (``ReadSide.grant_for``) is looked up afresh on every request, so
+a revocation counts at once, on established sessions too: no grant, no answer. Bodies
+then travel only for projects the grant may read (and global ones); the replica is named
+by its key's name, and a pushed command is the key's principal's, whatever it says, and
+needs a write grant on its project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+from lessonledger.commands.authorization import may_read, require_write
+from lessonledger.commands.errors import CommandError
+from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.messages import decode_command
+from lessonledger.ledger.envelope import Envelope, decode_envelope
+from lessonledger.ledger.errors import LessonLedgerError
+from lessonledger.ledger.events import (
+    ERASED,
+    ERASURE_ACKNOWLEDGED,
+    SNAPSHOT_TAKEN,
+    AnyEvent,
+    ErasureAcknowledged,
+)
+from lessonledger.ledger.objects import merkle_root, segment_of
+from lessonledger.projections.access import Grant
+from lessonledger.projections.objects import ObjectView
+from lessonledger.projections.runner import Runner
+from lessonledger.projections.views import object_view
+from lessonledger.sync.errors import ProtocolError
+from lessonledger.sync.protocol import (
+    Ack,
+    Acked,
+    Chunk,
+    Fetch,
+    Hello,
+    Ids,
+    Push,
+    Pushed,
+    PushResult,
+    Refs,
+    Refused,
+    Reply,
+    Request,
+    SegmentIds,
+    decode_request,
+    encode,
+)
+
+__all__ = ["BODY_BUDGET", "Readable", "SyncService"]
+
+#: Bodies per chunk stop being added past this many bytes; the replica asks for the rest.
+BODY_BUDGET = 8 << 20
+#: Bodies every replica gets whatever its grants: they hold no one's content.
+_ALWAYS_SENT = frozenset({ERASED, SNAPSHOT_TAKEN, ERASURE_ACKNOWLEDGED})
+
+#: Whether the peer (by name) may read an envelope's body.
+Readable = Callable[[str, Envelope], bool]
+
+
+def _everything(peer: str, envelope: Envelope) -> bool:
+    return True
+
+
+class SyncService:
+    """Answers sync requests from a hub's ledger.
+
+    Args:
+        ledger: the hub's ledger (the only writer of its log).
+        may_read: whether a peer may read a body; every body when omitted.
+    """
+
+    def __init__(self, ledger: Ledger, *, may_read: Readable | None = None,
+                 authorize: bool = False) -> None:
+        self.ledger = ledger
+        self.may_read = may_read or _everything
+        self.authorize = authorize
+
+    def handle(self, frame: bytes, peer: str = "") -> list[bytes]:
+        """The reply frames to one request frame (always exactly one)."""
+        try:
+            request = decode_request(frame)
+        except ProtocolError as e:
+            return [encode(Refused("malformed", str(e)))]
+        grant = None
+        if self.authorize:
+            grant = self.ledger.grant_for(peer)
+            if grant is None:
+                return [encode(Refused("unknown key", (
+                    "this key has no grant at the hub (revoked, or never granted); ask an "
+                    "admin for `lessonledger access grant`")))]
+            request = _as_key(request, grant)
+        try:
+            if isinstance(request, Hello):
+                reply: Reply = self._hello(request)
+            elif isinstance(request, SegmentIds):
+                reply = Ids(request.start, self._objects().segment_ids()[request.start:])
+            elif isinstance(request, Fetch):
+                reply = self._fetch(request, peer, grant)
+            elif isinstance(request, Push):
+                reply = self._push(request, grant)
+            else:
+                reply = self._ack(request)
+        except LessonLedgerError as e:
+            reply = Refused("refused", str(e))
+        return [encode(reply)]
+
+    def _objects(self) -> ObjectView:
+        self.ledger.catch_up()
+        return object_view(self.ledger.runner)
+
+    def _hello(self, hello: Hello) -> Reply:
+        view = self._objects()
+        if hello.have > view.position or (
+                hello.have and self.ledger.log.link_at(hello.have) != hello.link):
+            return Refused("diverged", (
+                f"replica {hello.replica!r} holds a log that is not a prefix of the hub's "
+                f"(at position {hello.have}); clone it afresh"))
+        ids = view.segment_ids()
+        return Refs(head=view.position, link=view.link, root=merkle_root(ids),
+                    segments=len(ids), erasures=[e.position for e in view.erasures],
+                    refs=view.refs)
+
+    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
+        view = self._objects()
+        if fetch.stop > view.position or fetch.stop < fetch.start \
+                or segment_of(fetch.start) != segment_of(fetch.stop):
+            return Refused("range", (
+                f"positions {fetch.start}-{fetch.stop} are not within one segment of the "
+                f"hub's log (head {view.position})"))
+        envelopes: list[bytes] = []
+        bodies: list[bytes] = []
+        withheld: list[int] = []
+        budget = BODY_BUDGET
+        for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
+            sent = b""
+            if body is not None and not view.is_tombstoned(position):
+                if self.may_read is _everything and grant is None:
+                    sent = body
+                else:
+                    envelope = decode_envelope(stored)
+                    if envelope.type in _ALWAYS_SENT or (
+                            self.may_read(peer, envelope)
+                            and (grant is None or may_read(grant, envelope.scope))):
+                        sent = body
+                    else:
+                        withheld.append(position)
+            if envelopes and len(sent) > budget:
+                break  # the replica asks for the rest
+            budget -= len(sent)
+            envelopes.append(stored)
+            bodies.append(sent)
+        return Chunk(fetch.start, envelopes, bodies, withheld)
+
+    def _push(self, push: Push, grant: Grant | None) -> Reply:
+        view = self._objects()
+        results = []
+        if len(push.based_on) != len(push.commands):
+            return Refused("malformed", "a push needs one based-on position per command")
+        for based_on, line in zip(push.based_on, push.commands, strict=True):
+            erased = {(row.what, row.subject) for row in view.erasures
+                      if row.position > based_on}
+            try:
+                command = decode_command(line)
+            except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:
+                results.append(PushResult("", refused=f"not a command: {e}"))
+                continue
+            gone = [f"{what} {subject!r}" for what, subject in
+                    (("principal", command.principal), ("session", command.session))
+                    if subject and (what, subject) in erased]
+            if gone:
+                results.append(PushResult(command.key, refused=(
+                    f"{gone[0]} was erased after this command was made (at position "
+                    f"{based_on} of the replica); it is not accepted back")))
+                continue
+            try:
+                if grant is not None:
+                    # The key's principal, never one the replica names.
+                    command = msgspec.structs.replace(command, principal=grant.principal)
+                    require_write(grant, str(getattr(command, "project", "") or ""))
+                receipt = self.ledger.execute(command)
+            except LessonLedgerError as e:
+                results.append(PushResult(command.key, refused=str(e)))
+                continue
+            results.append(PushResult(command.key, positions=receipt.positions))
+        return Pushed(results)
+
+    def _ack(self, ack: Ack) -> Reply:
+        def decide(runner: Runner) -> Sequence[AnyEvent]:
+            rows = [r for r in object_view(runner).erasures if r.position == ack.erasure]
+            if not rows:
+                msg = f"no erasure at position {ack.erasure} of the hub's log"
+                raise ProtocolError(msg)
+            if ack.replica in rows[0].acked_by:
+                return []
+            return [ErasureAcknowledged(erasure=ack.erasure, replica=ack.replica)]
+
+        positions = self.ledger.record(decide)
+        return Acked(ack.erasure, positions[0] if positions else 0)
+
+
+def _as_key(request: Request, grant: Grant) -> Request:
+    """The request with the replica named by its key's name, not by what it says."""
+    if isinstance(request, Hello | Push | Ack):
+        return msgspec.structs.replace(request, replica=grant.key_name)
+    return request

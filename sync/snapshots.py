@@ -1,0 +1,230 @@
+"""Snapshots: take one at the hub, list them, and check one out into a home of its own.
+
+A snapshot is a ``SnapshotTaken`` event (so it travels with the log to every replica,
+and its id is the same everywhere); the object view checks it against the log and moves
+its ref by compare-and-swap. :func:`checkout` materialises the log as it stood at a
+snapshot, with its views and index, into a new home: for disaster recovery or
+inspection. The home it came from keeps its later history, so nothing is lost.
+
+Erasure wins over every snapshot: a checkout copies only bodies the source still holds
+and no erasure names, so each erasure made after the snapshot is applied again before
+the new home serves anything. The positions such later erasures took are recorded in
+the new home (``erased_later``), and ``verify`` reports them as erased, not as damage.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from hashlib import sha256
+from pathlib import Path
+
+import msgspec
+from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.envelope import GENESIS, decode_envelope
+from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
+from lessonledger.ledger.lmdb_env import LMDBHome, acquire, opened_here, release
+from lessonledger.ledger.lmdb_env import read_only as read_only_home
+from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, snapshot_id
+from lessonledger.projections.objects import ErasureRow, NamedSnapshot, ObjectView
+from lessonledger.projections.runner import Runner
+from lessonledger.projections.store import ViewStore
+from lessonledger.projections.views import OBJECTS, object_view, registry
+from lessonledger.sync.errors import SyncError, TamperedObjectError, UnknownSnapshotError
+from lessonledger.sync.replica import fold_views
+from lessonledger.sync.state import SyncState, read_marker
+
+__all__ = [
+    "CheckedOut",
+    "checkout",
+    "erasures",
+    "is_replica",
+    "objects_of",
+    "snapshots",
+    "take_snapshot",
+]
+
+_IMPORT_BATCH = 2048
+
+
+class CheckedOut(msgspec.Struct):
+    """What a checkout made.
+
+    Attributes:
+        snapshot: the snapshot's id (hex).
+        into: the new home.
+        last: the last position it holds.
+        bodies: bodies copied.
+        erased_later: bodies left out because an erasure after the snapshot took them.
+    """
+
+    snapshot: str
+    into: str
+    last: int
+    bodies: int
+    erased_later: int
+
+
+def take_snapshot(ledger: Ledger, name: str = "main", origin: str = "") -> NamedSnapshot:
+    """Record a snapshot of the log as it stands now, on the ref ``name``.
+
+    Raises:
+        SyncError: ``name`` is empty or too long, or the ref moved meanwhile.
+    """
+    if not 0 < len(name) <= 200 or not name.isprintable():
+        msg = f"snapshot name {name!r} must be 1 to 200 printable characters"
+        raise SyncError(msg)
+
+    def decide(runner: Runner) -> Sequence[AnyEvent]:
+        view = object_view(runner)
+        previous = view.refs.get(name, b"")
+        here = view.snapshot_here(parent=previous, created_at=time.time_ns(), origin=origin)
+        return [SnapshotTaken(name=name, previous=previous, parent=here.parent, first=1,
+                              last=here.last, root=here.root, link=here.link,
+                              erasures=here.erasures, created_at=here.created_at,
+                              origin=origin)]
+
+    position = ledger.record(decide)[0]
+    taken = [s for s in object_view(ledger.runner).snapshots if s.position == position]
+    if not taken:
+        msg = f"the snapshot at position {position} did not match the log; take it again"
+        raise SyncError(msg)
+    return taken[0]
+
+
+@contextmanager
+def objects_of(home: str | os.PathLike[str], *, read_only: bool = False) -> Iterator[
+        tuple[LMDBHome, EventLog, ObjectView]]:
+    """The home's log and its object view folded to the head (saving nothing)."""
+    if read_only:
+        with read_only_home(os.fspath(home)) as lmdb_home:
+            yield _objects(lmdb_home)
+        return
+    here = opened_here(os.fspath(home))  # one durability setting per home and process
+    lmdb_home = acquire(os.fspath(home), sync=here.sync if here is not None else True)
+    try:
+        yield _objects(lmdb_home)
+    finally:
+        release(lmdb_home)
+
+
+def _objects(home: LMDBHome) -> tuple[LMDBHome, EventLog, ObjectView]:
+    log = EventLog(home, LOG_NAME)
+    runner = Runner([r for r in registry() if r.name == OBJECTS], ViewStore(home))
+    runner.fold(log)
+    return home, log, object_view(runner)
+
+
+def snapshots(home: str | os.PathLike[str], *, read_only: bool = False) -> list[NamedSnapshot]:
+    """Every snapshot a ref has named, oldest first."""
+    with objects_of(home, read_only=read_only) as (_, _, view):
+        return view.snapshots
+
+
+def erasures(home: str | os.PathLike[str], *, read_only: bool = False) -> list[ErasureRow]:
+    """Every erasure in the log, with the replicas that acknowledged applying it."""
+    with objects_of(home, read_only=read_only) as (_, _, view):
+        return view.erasures
+
+
+def _verified(log: EventLog, snap: NamedSnapshot) -> None:
+    """Recompute a snapshot from the log's envelopes; raise if it does not match."""
+    ids: list[bytes] = []
+    hasher = SegmentHasher()
+    link, erased = bytes(GENESIS), 0
+    for position, stored, _, _ in log.raw():
+        if position > snap.snapshot.last:
+            break
+        hasher.add(stored)
+        link = sha256(link + stored).digest()
+        erased += decode_envelope(stored).type == ERASED
+        if position % SEGMENT_SIZE == 0:
+            ids.append(hasher.digest())
+            hasher = SegmentHasher()
+    if hasher.count:
+        ids.append(hasher.digest())
+    s = snap.snapshot
+    if (merkle_root(ids), link, erased) != (s.root, s.link, s.erasures) \
+            or snapshot_id(s) != snap.id:
+        raise TamperedObjectError(kind="snapshot", address=snap.id,
+                                  detail="the log no longer hashes to it")
+
+
+def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[str]
+             ) -> CheckedOut:
+    """Materialise ``home`` as it stood at snapshot ``which`` into the new home ``into``.
+
+    Raises:
+        UnknownSnapshotError: no snapshot is called or starts with ``which``.
+        TamperedObjectError: the log no longer hashes to the snapshot.
+        LedgerConfigError: ``into`` exists and is not empty.
+    """
+    target = Path(into)
+    if target.exists() and any(target.iterdir()):
+        msg = f"{target} is not empty; check out into a new or empty directory"
+        raise LedgerConfigError(msg)
+    with objects_of(home) as (source_home, log, view):
+        snap = view.find(which)
+        if snap is None:
+            raise UnknownSnapshotError(which)
+        _verified(log, snap)
+        last = snap.snapshot.last
+        tombstones = view.tombstones
+        state = SyncState(source_home)
+        with source_home.env.begin() as txn:
+            withheld = {p for p in state.positions(txn, "withheld") if p <= last}
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "LESSONLEDGER").write_text(
+            "lessonledger home: LMDB files, do not edit by hand\n")
+        new = acquire(str(target))
+        try:
+            copied, later = _copy(log, EventLog(new, LOG_NAME), last, tombstones)
+            erased_within = _erased_within(new)
+            new_state = SyncState(new)
+            with new.env.begin(write=True) as txn:
+                new_state.add_positions(txn, "erased_later", later - erased_within)
+                new_state.add_positions(txn, "withheld", withheld - later)
+            fold_views(new)
+        finally:
+            release(new)
+    return CheckedOut(snap.id.hex(), str(target), last, copied, len(later - erased_within))
+
+
+def _copy(source: EventLog, target: EventLog, last: int,
+          tombstones: frozenset[int]) -> tuple[int, set[int]]:
+    """Import records 1..``last``, leaving out every body an erasure named."""
+    rows: list[tuple[bytes, bytes | None]] = []
+    copied = 0
+    gone: set[int] = set()
+    for position, stored, body, _ in source.raw():
+        if position > last:
+            break
+        if position in tombstones or body is None:
+            if position in tombstones:
+                gone.add(position)
+            body = None
+        else:
+            copied += 1
+        rows.append((stored, body))
+        if len(rows) == _IMPORT_BATCH:
+            with target.writing() as writing:
+                writing.import_records(rows)
+            rows = []
+    with target.writing() as writing:
+        writing.import_records(rows)
+    return copied, gone
+
+
+def _erased_within(home: LMDBHome) -> set[int]:
+    """Positions the checked-out log's own erasures name (verify knows those)."""
+    view = _objects(home)[2]
+    return set(view.tombstones)
+
+
+def is_replica(home: str | os.PathLike[str]) -> bool:
+    """True when ``home`` was cloned from a hub."""
+    return read_marker(home) is not None

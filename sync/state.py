@@ -1,0 +1,146 @@
+"""What a replica keeps about its sync, beside its log.
+
+- ``REPLICA`` (a file in the home): the hub's address and the replica's name. A home
+  with it is a replica: its log only ever grows by what it pulls, so nothing on it
+  appends of its own (queries record nothing, commands wait in the outbox, policies
+  never run).
+- the ``sync`` tree, written in the same transaction as the records it is about:
+  ``withheld`` (positions whose bodies the hub did not send: the key may not read them),
+  ``erased_later`` (a checkout's: positions a later erasure took), ``pending`` (erasures
+  applied whose acknowledgement is not yet recorded at the hub) and the outbox
+  (``outbox/`` + sequence → based-on position and the command's JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import lmdb
+import msgspec
+from lessonledger.ledger.lmdb_env import LMDBHome
+
+__all__ = [
+    "MARKER",
+    "SYNC_TREE",
+    "Outboxed",
+    "ReplicaInfo",
+    "SyncState",
+    "excused",
+    "read_marker",
+    "write_marker",
+]
+
+#: The file that makes a home a replica.
+MARKER = "REPLICA"
+#: The tree of sync's state (see the module docstring).
+SYNC_TREE = "sync"
+_OUTBOX = b"outbox/"
+_positions = msgspec.msgpack.Decoder(list[int])
+_encode = msgspec.msgpack.Encoder().encode
+
+
+class ReplicaInfo(msgspec.Struct, frozen=True):
+    """Where a replica pulls from and what it calls itself.
+
+    ``key`` (its secret key file) and ``hub_key`` (the hub's public key file) are set
+    when it connects with CURVE.
+    """
+
+    hub: str
+    name: str
+    key: str = ""
+    hub_key: str = ""
+
+
+class Outboxed(msgspec.Struct, frozen=True, array_like=True):
+    """A command waiting to be pushed: the replica's head when it was made, its JSON."""
+
+    based_on: int
+    command: bytes
+
+
+_outboxed = msgspec.msgpack.Decoder(Outboxed)
+
+
+def read_marker(home: str | os.PathLike[str]) -> ReplicaInfo | None:
+    """The replica's hub and name, or None when ``home`` is not a replica."""
+    try:
+        raw = Path(home, MARKER).read_bytes()
+    except FileNotFoundError:
+        return None
+    return msgspec.json.decode(raw, type=ReplicaInfo)
+
+
+def write_marker(home: str | os.PathLike[str], info: ReplicaInfo) -> None:
+    """Make ``home`` a replica of ``info.hub``."""
+    Path(home, MARKER).write_text(json.dumps(msgspec.to_builtins(info)) + "\n")
+
+
+class SyncState:
+    """The ``sync`` tree of an open home; every method takes the transaction to use."""
+
+    def __init__(self, home: LMDBHome) -> None:
+        self._db = home.db(SYNC_TREE)
+
+    def positions(self, txn: lmdb.Transaction, key: str) -> list[int]:
+        """A stored list of positions (``withheld``, ``erased_later``, ``pending``)."""
+        raw = txn.get(key.encode(), db=self._db)
+        return _positions.decode(raw) if raw else []
+
+    def add_positions(self, txn: lmdb.Transaction, key: str, more: Iterable[int]) -> None:
+        """Add positions to a stored list (kept sorted, each once)."""
+        added = set(more)
+        if added:
+            txn.put(key.encode(), _encode(sorted(set(self.positions(txn, key)) | added)),
+                    db=self._db)
+
+    def remove_positions(self, txn: lmdb.Transaction, key: str, gone: Iterable[int]) -> None:
+        """Take positions out of a stored list."""
+        left = sorted(set(self.positions(txn, key)) - set(gone))
+        txn.put(key.encode(), _encode(left), db=self._db)
+
+    def queue(self, txn: lmdb.Transaction, based_on: int, command: bytes) -> None:
+        """Put a command in the outbox, after those already there."""
+        cursor = txn.cursor(db=self._db)
+        last = 0
+        if cursor.set_range(_OUTBOX):
+            for key in cursor.iternext(values=False):
+                if not bytes(key).startswith(_OUTBOX):
+                    break
+                last = int.from_bytes(key[len(_OUTBOX):], "big")
+        txn.put(_OUTBOX + (last + 1).to_bytes(8, "big"),
+                _encode(Outboxed(based_on, command)), db=self._db)
+
+    def outbox(self, txn: lmdb.Transaction) -> list[tuple[bytes, Outboxed]]:
+        """The commands waiting, oldest first, with their keys (to drop once answered)."""
+        cursor = txn.cursor(db=self._db)
+        found: list[tuple[bytes, Outboxed]] = []
+        if cursor.set_range(_OUTBOX):
+            for key, value in cursor.iternext():
+                if not bytes(key).startswith(_OUTBOX):
+                    break
+                found.append((bytes(key), _outboxed.decode(value)))
+        return found
+
+    def drop(self, txn: lmdb.Transaction, keys: Iterable[bytes]) -> None:
+        """Take answered (or erased) commands out of the outbox."""
+        for key in keys:
+            txn.delete(key, db=self._db)
+
+
+def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:
+    """The positions ``verify`` takes for withheld, and for erased later, in ``home``.
+
+    Empty for a home that is neither a partial replica nor a checkout; reads only.
+    """
+    db = home.db(SYNC_TREE, create=False)
+    if db is None:
+        return frozenset(), frozenset()
+    with home.env.begin() as txn:
+        found = [txn.get(key, db=db) for key in (b"withheld", b"erased_later")]
+    withheld, later = (frozenset(_positions.decode(raw)) if raw else frozenset()
+                       for raw in found)
+    return withheld, later

@@ -1,0 +1,102 @@
+"""The protocol without sockets: a corpus of good and bad frames.
+
+Every good request decodes to what was encoded and is answered; every bad one (cut
+short, another tag, a wrong type, out of range, oversized, not msgpack at all) is
+refused with a ``Refused`` reply saying so, and the service writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from lessonledger.commands import open_ledger
+from lessonledger.sync.errors import ProtocolError
+from lessonledger.sync.protocol import (
+    MAX_FRAME_BYTES,
+    Ack,
+    Fetch,
+    Hello,
+    Push,
+    Refs,
+    Refused,
+    SegmentIds,
+    decode_reply,
+    decode_request,
+    encode,
+)
+from lessonledger.sync.service import SyncService
+from sync_workload import fill
+
+GOOD = [Hello("r1"), Hello("r1", 3, b"\x00" * 32), SegmentIds(0), Fetch(1, 10),
+        Push("r1", [0], [b'{"command":"reconcile","key":"k","now":"2026-01-01T00:00:00Z"}']),
+        Ack("r1", 5)]
+BAD = [
+    b"",
+    b"\xc1",
+    encode(Hello("r1"))[:-2],
+    msgspec.msgpack.encode({"op": "nope"}),
+    msgspec.msgpack.encode({"op": "fetch", "start": 0, "stop": 3}),
+    msgspec.msgpack.encode({"op": "fetch", "start": "1", "stop": 3}),
+    msgspec.msgpack.encode({"op": "hello", "replica": "r", "have": -1}),
+    msgspec.msgpack.encode({"op": "hello", "replica": "r" * 201}),
+    msgspec.msgpack.encode({"op": "hello", "replica": "r", "link": b"x" * 33}),
+    msgspec.msgpack.encode({"op": "ids", "start": 0, "extra": 1}),
+    msgspec.msgpack.encode([1, 2, 3]),
+    encode(Refs(1, b"", b"", 1, [], {})),  # a reply is not a request
+]
+
+
+@pytest.mark.parametrize("message", GOOD, ids=lambda m: type(m).__name__)
+def test_a_good_request_decodes_to_itself(message: object) -> None:
+    assert decode_request(encode(message)) == message  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("frame", BAD)
+def test_a_bad_request_is_refused_by_the_decoder(frame: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        decode_request(frame)
+
+
+def test_an_oversized_request_is_refused_before_decoding() -> None:
+    with pytest.raises(ProtocolError, match="limit"):
+        decode_request(b"\x00" * (MAX_FRAME_BYTES + 1))
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[SyncService]:
+    with open_ledger(tmp_path / "hub", sync=False) as ledger:
+        fill(ledger, 30)
+        yield SyncService(ledger)
+
+
+@pytest.mark.parametrize("frame", BAD)
+def test_the_service_answers_a_bad_frame_with_a_refusal_and_writes_nothing(
+        service: SyncService, frame: bytes) -> None:
+    head = service.ledger.head()
+    (reply,) = service.handle(frame, "peer")
+    refused = decode_reply(reply)
+    assert isinstance(refused, Refused)
+    assert refused.code == "malformed"
+    assert refused.message
+    assert service.ledger.head() == head
+
+
+@given(st.binary(max_size=200))
+def test_no_frame_makes_the_decoder_raise_anything_but_its_error(frame: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        decode_request(frame)
+
+
+def test_out_of_range_fetches_and_unknown_erasures_are_refused(service: SyncService) -> None:
+    head = service.ledger.head()
+    for request in (Fetch(head, head + 1), Fetch(250, 260), Fetch(5, 4), Ack("r1", 3),
+                    Hello("r1", head + 1, b"\x00" * 32), Hello("r1", 2, b"\x01" * 32)):
+        refused = decode_reply(service.handle(encode(request))[0])
+        assert isinstance(refused, Refused), request
+    assert service.ledger.head() == head

@@ -1,0 +1,332 @@
+"""The sync protocol without sockets: a hub's service and a replica in one process.
+
+Clone equals source byte for byte; a pull moves only what is new; an interrupted pull
+continues; a damaged object is refused with its hash named and nothing of it written;
+a diverged replica is refused; the outbox is pushed and decided at the hub; an erasure
+reaches the replica, which compacts and acknowledges it; a partial replica gets only
+the bodies its key may read, and verifies with the others withheld.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+from lessonledger.commands import Ledger, open_ledger
+from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.events import ERASED, SNAPSHOT_TAKEN
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
+from lessonledger.ledger.verify import verify
+from lessonledger.projections.views import object_view
+from lessonledger.sync.errors import DivergedError, TamperedObjectError, UnreachableError
+from lessonledger.sync.exchange import LocalExchange
+from lessonledger.sync.protocol import Chunk, decode_reply, encode
+from lessonledger.sync.replica import prepare_clone, pull, push, queue_commands
+from lessonledger.sync.service import SyncService
+from lessonledger.sync.snapshots import erasures, take_snapshot
+from lessonledger.sync.state import SyncState, excused
+from residue import windows, windows_left
+from sync_workload import PROJECTS, fill
+
+
+def raw(home: str) -> list[tuple[int, bytes, bytes | None, bytes | None]]:
+    lmdb_home = acquire(home, sync=False)
+    try:
+        return list(EventLog(lmdb_home, LOG_NAME).raw())
+    finally:
+        release(lmdb_home)
+
+
+def lessons(home: str) -> bytes:
+    with open_ledger(home, sync=False) as ledger:
+        return msgspec.json.encode(ledger.catalogue(everything=True))
+
+
+def replica_lessons(home: str) -> bytes:
+    from lessonledger.commands.read_side import Reader
+
+    with Reader(home, record=False) as reader:
+        return msgspec.json.encode(reader.catalogue(everything=True))
+
+
+TEXTS: dict[str, list[str]] = {}
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> str:
+    path = str(tmp_path / "hub")
+    with open_ledger(path, sync=False) as ledger:
+        TEXTS[path] = fill(ledger, 700)
+    return path
+
+
+def clone(ledger: Ledger, into: Path, name: str = "r1", **kw: object) -> Path:
+    prepare_clone("local", into, name)
+    pull(into, LocalExchange(SyncService(ledger, **kw), name), sync=False)  # type: ignore[arg-type]
+    return into
+
+
+class Failing(LocalExchange):
+    """Dies after ``replies`` replies, as a killed pull would."""
+
+    def __init__(self, service: SyncService, replies: int) -> None:
+        super().__init__(service, "r1")
+        self.left = replies
+
+    def call(self, frame: bytes) -> bytes:
+        if self.left == 0:
+            msg = "cut"
+            raise UnreachableError(msg)
+        self.left -= 1
+        return super().call(frame)
+
+
+class Flipping(LocalExchange):
+    """Flips one byte inside the ``which``-th chunk's data, as a bad path would."""
+
+    def __init__(self, service: SyncService, flip: Callable[[Chunk], Chunk]) -> None:
+        super().__init__(service, "r1")
+        self.flip = flip
+        self.done = False
+
+    def call(self, frame: bytes) -> bytes:
+        reply = super().call(frame)
+        decoded = decode_reply(reply)
+        if isinstance(decoded, Chunk) and not self.done:
+            self.done = True
+            return encode(self.flip(decoded))
+        return reply
+
+
+def test_a_clone_holds_the_source_byte_for_byte_and_folds_the_same_views(
+        hub: str, tmp_path: Path) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        snap = take_snapshot(ledger, "main", "test")
+        replica = clone(ledger, tmp_path / "r1")
+        hub_objects = object_view(ledger.runner).dump()
+    assert raw(str(replica)) == raw(hub)
+    assert replica_lessons(str(replica)) == lessons(hub)
+    with open_ledger(hub, sync=False) as ledger:
+        from lessonledger.commands.read_side import Reader
+
+        with Reader(str(replica), record=False) as reader:
+            assert object_view(reader.runner).dump() == hub_objects
+            assert object_view(reader.runner).refs == {"main": snap.id}
+            for project in PROJECTS:
+                mine = reader.recall(project, "op-1 target-2", record=False)
+                theirs = ledger.recall(project, "op-1 target-2", record=False)
+                # Recency moves with the clock between the two calls: compare the rest.
+                assert [(r.lesson_id, r.line, r.bm25_rank, r.vector_rank)
+                        for r in mine.lessons] == [(r.lesson_id, r.line, r.bm25_rank,
+                                                    r.vector_rank) for r in theirs.lessons]
+                assert mine.lessons
+    assert verify(EventLog(acquire(str(replica), sync=False), LOG_NAME)).ok
+
+
+def test_a_pull_after_new_events_moves_only_them(hub: str, tmp_path: Path) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        before = ledger.head()
+        fill(ledger, 100, seed=7, tag="more")
+        new = [row for row in raw(hub) if row[0] > before]
+        exchange = LocalExchange(SyncService(ledger), "r1")
+        result = pull(replica, exchange, sync=False)
+        again = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+    assert again.fetched == 0
+    assert result.fetched == len(new) > 100
+    size = sum(len(envelope) + len(body or b"") for _, envelope, body, _ in new)
+    # Every byte moved is one of the new records, or framing around them.
+    assert size <= exchange.received <= size * 1.2 + 2000
+    assert raw(str(replica)) == raw(hub)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 5, 7])
+def test_an_interrupted_clone_continues_to_the_same_result(
+        hub: str, tmp_path: Path, cut: int) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        service = SyncService(ledger)
+        replica = tmp_path / "r1"
+        prepare_clone("local", replica, "r1")
+        with pytest.raises(UnreachableError):
+            pull(replica, Failing(service, cut), sync=False)
+        partial = raw(str(replica))
+        assert len(partial) < ledger.head()
+        assert partial == raw(hub)[:len(partial)]
+        pull(replica, LocalExchange(service, "r1"), sync=False)
+    assert raw(str(replica)) == raw(hub)
+    assert replica_lessons(str(replica)) == lessons(hub)
+
+
+def _flip_envelope(chunk: Chunk) -> Chunk:
+    envelopes = list(chunk.envelopes)
+    i = random.Random(1).randrange(len(envelopes))
+    damaged = bytearray(envelopes[i])
+    damaged[-5] ^= 0x01
+    envelopes[i] = bytes(damaged)
+    return Chunk(chunk.start, envelopes, chunk.bodies, chunk.withheld)
+
+
+def _flip_body(chunk: Chunk) -> Chunk:
+    bodies = list(chunk.bodies)
+    damaged = bytearray(bodies[3])
+    damaged[len(damaged) // 2] ^= 0x40
+    bodies[3] = bytes(damaged)
+    return Chunk(chunk.start, chunk.envelopes, bodies, chunk.withheld)
+
+
+@pytest.mark.parametrize("flip", [_flip_envelope, _flip_body])
+def test_a_damaged_object_is_refused_with_its_hash_named(
+        hub: str, tmp_path: Path, flip: Callable[[Chunk], Chunk]) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        service = SyncService(ledger)
+        ids = object_view(ledger.runner).segment_ids()
+        replica = tmp_path / "r1"
+        prepare_clone("local", replica, "r1")
+        with pytest.raises(TamperedObjectError) as caught:
+            pull(replica, Flipping(service, flip), sync=False)
+        assert raw(str(replica)) == []  # nothing of the damaged chunk was written
+        error = caught.value
+        assert error.address.hex() in str(error)
+        if flip is _flip_envelope:
+            assert error.kind == "segment"
+            assert error.address == ids[0]
+        else:
+            commitment = msgspec.msgpack.decode(raw(hub)[3][1], type=Envelope).commitment
+            assert error.kind == "body"
+            assert error.address == commitment
+        pull(replica, LocalExchange(service, "r1"), sync=False)
+    assert raw(str(replica)) == raw(hub)
+
+
+def test_a_replica_that_wrote_its_own_record_is_refused_as_diverged(
+        hub: str, tmp_path: Path) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        home = acquire(str(replica), sync=False)
+        EventLog(home, LOG_NAME).append([NewEvent("stray", 0, "stray", b"local")])
+        release(home)
+        fill(ledger, 5, seed=3, tag="later")
+        with pytest.raises(DivergedError):
+            pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+
+
+def _outcome_line(key: str, principal: str) -> bytes:
+    return msgspec.json.encode({
+        "command": "observe_outcome", "key": key, "principal": principal,
+        "session": f"{principal}-s", "project": PROJECTS[0], "passed": True,
+        "task": f"made offline by {principal}",
+        "operations": [{"op": "op-9", "target": "t", "ok": True, "order": 0}]})
+
+
+def test_commands_made_on_a_replica_wait_in_its_outbox_and_the_hub_decides_them(
+        hub: str, tmp_path: Path) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        assert queue_commands(replica, [_outcome_line("offline-1", "dave"),
+                                        _outcome_line("offline-2", "alice")], sync=False) == 2
+        # Meanwhile the hub erases alice: her command made before it is not taken back.
+        ledger.erase(key="erase-alice", what="principal", subject="alice", reason="asked")
+        outcome = push(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+        accepted, refused = outcome.results
+        assert accepted.key == "offline-1"
+        assert accepted.positions
+        assert not accepted.refused
+        assert refused.key == "offline-2"
+        assert "erased after" in refused.refused
+        assert outcome.pull.erasures  # the pull applied and acknowledged the erasure
+    # Only the acknowledgement, written at the hub after the pull, is not here yet.
+    mine = raw(str(replica))
+    assert mine == raw(hub)[:-1]
+    assert len(mine) == outcome.pull.head
+    home = acquire(str(replica), sync=False)
+    try:
+        state = SyncState(home)
+        with home.env.begin() as txn:
+            assert state.outbox(txn) == []
+    finally:
+        release(home)
+    # A retried push (the answer lost) writes nothing twice: the key is the same.
+    with open_ledger(hub, sync=False) as ledger:
+        queue_commands(replica, [_outcome_line("offline-1", "dave")], sync=False)
+        head = ledger.head()
+        again = push(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+        assert again.results[0].positions == accepted.positions
+        assert ledger.head() == head
+
+
+def test_an_erasure_reaches_the_replica_which_compacts_and_acknowledges(
+        hub: str, tmp_path: Path) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        ids = object_view(ledger.runner).segment_ids()
+        gone = ledger.erase(key="erase-bob", what="principal", subject="bob", reason="asked")
+        erased = [body for p, _, body, _ in raw(str(replica)) if p in set(gone.erased)]
+        assert erased
+        assert all(erased)
+        bobs = windows([t.encode() for t in TEXTS[hub] if t.startswith("bob ")])
+        kept = windows([t.encode() for t in TEXTS[hub] if not t.startswith("bob ")])
+        assert windows_left(str(replica), bobs), "the scan finds nothing before: it is blind"
+        result = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+        assert result.erasures == [gone.position]
+        assert result.pending == []
+        assert object_view(ledger.runner).segment_ids()[:len(ids) - 1] == ids[:-1]
+    rows = erasures(hub)
+    assert [(r.position, r.acked_by) for r in rows] == [(gone.position, ["r1"])]
+    assert raw(str(replica))[: gone.position] == raw(hub)[: gone.position]
+    assert all(body is None for p, _, body, _ in raw(str(replica)) if p in set(gone.erased))
+    left = windows_left(str(replica), bobs - kept)
+    assert not left, left
+    assert windows_left(str(replica), set(list(kept)[:500]))
+    assert replica_lessons(str(replica)) == lessons(hub)
+
+
+def test_a_partial_replica_gets_only_what_its_key_may_read_and_verifies(
+        hub: str, tmp_path: Path) -> None:
+    allowed = {PROJECTS[0], "global", ""}
+
+    def may_read(peer: str, envelope: Envelope) -> bool:
+        return envelope.scope in allowed
+
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1", may_read=may_read)
+    rows = raw(str(replica))
+    hub_rows = {p: (e, b) for p, e, b, _ in raw(hub)}
+    withheld = [p for p, _, body, _ in rows if body is None]
+    assert withheld
+    for position, envelope, body, _ in rows:
+        kind = msgspec.msgpack.decode(envelope, type=Envelope)
+        assert envelope == hub_rows[position][0]  # every envelope travels
+        if kind.scope in allowed or kind.type in (ERASED, SNAPSHOT_TAKEN):
+            assert body == hub_rows[position][1]
+        else:
+            assert body is None
+    home = acquire(str(replica), sync=False)
+    try:
+        report = verify(EventLog(home, LOG_NAME), withheld=excused(home)[0])
+    finally:
+        release(home)
+    assert report.ok
+    assert report.withheld == withheld
+
+
+def test_a_copy_made_before_an_erasure_is_cleaned_when_it_pulls(
+        hub: str, tmp_path: Path) -> None:
+    import shutil
+
+    with open_ledger(hub, sync=False) as ledger:
+        replica = clone(ledger, tmp_path / "r1")
+        backup = tmp_path / "backup"
+        shutil.copytree(replica, backup)  # a backup of the replica, before the erasure
+        ledger.erase(key="erase-carol", what="principal", subject="carol", reason="asked")
+        carols = windows([t.encode() for t in TEXTS[hub] if t.startswith("carol ")])
+        carols -= windows([t.encode() for t in TEXTS[hub] if not t.startswith("carol ")])
+        assert windows_left(str(backup), carols)
+        restored = pull(backup, LocalExchange(SyncService(ledger), "backup"), sync=False)
+        assert restored.erasures
+        assert not restored.pending
+    assert not windows_left(str(backup), carols)
+    assert replica_lessons(str(backup)) == lessons(hub)
