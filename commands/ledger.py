@@ -48,6 +48,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
 )
 from lessonledger.commands.handlers import (
+    Decided,
     adopt,
     command_id,
     could_be,
@@ -339,8 +340,8 @@ class Ledger(ReadSide):
             return e
         ids = [derived_id(parent, str(i)) for i in range(len(decided))]
         positions = writing.append([
-            new_event(d.event, stream=d.stream or eid, version=d.version, event_id=eid,
-                      actor=command.actor, principal=command.principal,
+            new_event(d.event, stream=d.stream or eid, version=_placed(d, writing),
+                      event_id=eid, actor=command.actor, principal=command.principal,
                       session=command.session, occurred_at=at)
             for eid, d in zip(ids, decided, strict=True)
         ])
@@ -453,6 +454,20 @@ class Ledger(ReadSide):
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _placed(decided: Decided, writing: Writing) -> int:
+    """The version ``decided`` is written at: its own, or past an event not of its kind.
+
+    A view counts the versions of the events it folds, but a stream whose id can be known
+    (a key's is a hash of its public key; a lesson's id is shown) may hold a raw
+    submission of another type, which would otherwise conflict with every later decision
+    on it, and so stop a key being granted or revoked. The views are caught up inside the
+    write transaction, so no decision of the same kind can be missed by placing it after.
+    """
+    if decided.stream is None:
+        return decided.version
+    return max(decided.version, writing.next_version(decided.stream))
 
 
 def _not_erase(command: C | Erase) -> C:

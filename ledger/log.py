@@ -655,6 +655,16 @@ class Writing:
         """As :meth:`EventLog.position_of`, in this transaction."""
         return self._log._position_of(self._txn, event_id)
 
+    def next_version(self, stream: StreamId) -> int:
+        """The version a new event of ``stream`` takes now: one past its highest, else 0."""
+        prefix = stream_key(stream)
+        cursor = self._txn.cursor(db=self._log._streams)
+        for key, _ in self._log._stream_desc(cursor, prefix, stream, None):
+            if key.startswith(prefix) and len(key) == len(prefix) + 8:
+                return int.from_bytes(key[-8:], "big") - _OFFSET + 1
+            break
+        return 0
+
 
 def log_names(home: LMDBHome) -> list[str]:
     """The name of every log in a home, the lesson log's first, then the others sorted.

@@ -170,15 +170,42 @@ def _ecma(schema: Any) -> Any:
     return schema
 
 
+#: A time as msgspec decodes one (RFC 3339, ``T``, ``t`` or a space between date and
+#: time, the offset optional): msgspec's schema of a ``datetime`` is a bare string, which
+#: a client would fill with ``yesterday`` or ``2026-01-01``, both refused.
+_TIME_PATTERN = (r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]"
+                 r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?"
+                 r"([Zz]|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?$")
+_TIME_DESCRIPTION = ("when it happened, RFC 3339 (2026-01-01T09:30:00Z); a time without an "
+                     "offset is UTC; the ledger's clock when omitted")
+
+
+def _times(kind: type[Struct], schema: dict[str, Any]) -> None:
+    """Say in ``schema`` what a time field of ``kind`` takes (see :data:`_TIME_PATTERN`)."""
+    info = msgspec.inspect.type_info(kind)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for f in info.fields:
+        options = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+        if not any(isinstance(o, msgspec.inspect.DateTimeType) for o in options):
+            continue
+        prop = schema["properties"][f.encode_name]
+        prop.setdefault("description", _TIME_DESCRIPTION)
+        for branch in prop.get("anyOf", [prop]):
+            if branch.get("type") == "string":
+                branch["pattern"] = _TIME_PATTERN
+
+
 def tool_schema(kind: type[Struct]) -> dict[str, Any]:
     """The JSON schema of a tool's arguments, generated from their msgspec type.
 
     msgspec puts the type itself under ``$defs`` and refers to it; a tool's input schema
     must be the object itself, so it is lifted out, the other definitions kept beside it.
+    A time field gets the pattern of what msgspec decodes as a time (:func:`_times`).
     """
     generated = msgspec.json.schema(kind)
     defs = dict(generated.get("$defs", {}))
     schema: dict[str, Any] = defs.pop(generated["$ref"].rsplit("/", 1)[-1])
+    _times(kind, schema)
     if defs:
         schema["$defs"] = defs
     return dict(_ecma(schema))

@@ -6,7 +6,9 @@ client in any language:
 1. The remote: ``git remote get-url origin`` in the directory (``url.*.insteadOf``
    applied, as git itself would); with no ``origin``, the first remote in name order.
 2. The remote normalised (:func:`normalised_remote`): the scheme, the user and password
-   and the port are dropped, the host is lowercased, percent-escapes in the path are
+   and the port are dropped (a "port" that is no number is kept, as git keeps it in the
+   host), the host is lowercased and loses a trailing dot (``github.com.``; an IPv6 host
+   loses its brackets, in a URL or as ``git@[::1]:path``), percent-escapes in the path are
    decoded, and slashes and one ``.git`` at either end of the path are stripped; the path
    keeps its case. So ``git@GitHub.com:acme/widgets.git``,
    ``https://alice@github.com/acme/widgets`` and ``ssh://git@github.com:22/acme/widgets.git/``
@@ -27,7 +29,7 @@ import hashlib
 import os
 import re
 import subprocess
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 __all__ = ["DIGEST_CHARS", "normalised_remote", "path_id", "project_id", "remote_id"]
 
@@ -35,8 +37,10 @@ __all__ = ["DIGEST_CHARS", "normalised_remote", "path_id", "project_id", "remote
 DIGEST_CHARS = 32
 #: ``scheme://``, as git recognises a URL.
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-#: git's scp-like syntax: ``[user@]host:path``, a colon before any slash.
-_SCP = re.compile(r"^(?:[^@/:]*@)?(?P<host>[^/:]+):(?P<path>.*)\Z", re.DOTALL)
+#: git's scp-like syntax: ``[user@]host:path``, a colon before any slash; an IPv6 host
+#: is in brackets (``git@[::1]:path``).
+_SCP = re.compile(r"^(?:[^@/:]*@)?(?:\[(?P<ip6>[^\]/]+)\]|(?P<host>[^/:]+)):(?P<path>.*)\Z",
+                  re.DOTALL)
 
 
 def _digest(text: str) -> str:
@@ -61,13 +65,35 @@ def normalised_remote(url: str, top: str | os.PathLike[str] = ".") -> str:
     if _URL.match(url):
         parts = urlsplit(url)
         if parts.scheme.lower() != "file" and parts.hostname:
-            return f"{parts.hostname.lower()}/{_tidy(unquote(parts.path))}"
+            return f"{_host(parts)}/{_tidy(unquote(parts.path))}"
         return _local(unquote(parts.path), top)
     scp = _SCP.match(url)
+    if scp and scp["ip6"]:
+        return f"{_fqdn(scp['ip6'])}/{_tidy(scp['path'])}"
     # A one-letter "host" is a Windows drive (C:\repo), which git takes as a path too.
     if scp and len(scp["host"]) > 1:
-        return f"{scp['host'].lower()}/{_tidy(scp['path'])}"
+        return f"{_fqdn(scp['host'])}/{_tidy(scp['path'])}"
     return _local(url, top)
+
+
+def _fqdn(host: str) -> str:
+    """``host`` lowercased, without the trailing dot of a fully qualified name."""
+    return host.lower().rstrip(".") or host.lower()
+
+
+def _host(parts: SplitResult) -> str:
+    """A URL's host without its port; a "port" that is no port number stays.
+
+    git takes ``ssh://git@host:acme/repo`` as the host ``host:acme`` (then fails to
+    resolve it): dropping ``acme`` as a port would give ``host/repo``, another project's
+    digest.
+    """
+    try:
+        parts.port  # noqa: B018 - raises for what is no port number
+    except ValueError:
+        return _fqdn(parts.netloc.rpartition("@")[2])
+    assert parts.hostname is not None
+    return _fqdn(parts.hostname)
 
 
 def _local(path: str, top: str | os.PathLike[str]) -> str:

@@ -13,6 +13,7 @@ The default key directory is ``$LESSONLEDGER_KEYS``, else :data:`DEFAULT_KEYS_DI
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -107,13 +108,21 @@ def load_public(path: str | os.PathLike[str], *, public_only: bool = False) -> b
 def load_secret(path: str | os.PathLike[str]) -> tuple[bytes, bytes]:
     """The Z85 public and secret keys in a secret key file (``NAME.key_secret``).
 
+    A secret file that anyone but its owner may read or write is refused, as ssh refuses such a
+    private key: the key may be known already.
+
     Raises:
-        KeyFileError: missing, malformed, or holding no secret key.
+        KeyFileError: missing, malformed, holding no secret key, or open to others.
     """
     public, secret = _load(path)
     if secret is None:
         raise KeyFileError(path, "holds no secret key; give the NAME.key_secret file "
                            "`lessonledger keys new NAME` wrote")
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & 0o077:
+        raise KeyFileError(path, f"is open to others (mode {mode:o}), so its secret key "
+                           f"may be known: run `chmod 600 {os.fspath(path)}` if nobody else "
+                           "read it, else make a new pair and revoke the old key")
     return public, secret
 
 

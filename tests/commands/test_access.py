@@ -254,3 +254,35 @@ def test_a_key_granted_again_after_an_erasure_writes_at_the_next_stream_version(
     grant = ledger.grant_for(key)
     assert grant is not None
     assert grant.principal == "bo"
+
+
+def _squat(ledger: Ledger, public: str, version: int) -> None:
+    """A raw submission (an outcome, which a publisher may submit) on the key's stream."""
+    import uuid
+
+    from lessonledger.ledger.submission import to_new_event
+    from lessonledger.projections.access import key_stream
+
+    submission = parse_submission(json.dumps({
+        "event_id": str(uuid.uuid4()), "stream": str(key_stream(public)), "version": version,
+        "occurred_at": "2026-01-01T00:00:00Z", "actor": "mallory", "event": {
+            "type": "outcome.observed", "outcome_id": str(uuid.uuid4()), "project": P,
+            "passed": True, "signal": "tool"}}))
+    ledger.log.append([to_new_event(submission)])
+
+
+def test_a_raw_submission_on_a_key_s_stream_blocks_no_grant_and_no_revocation(
+        ledger: Ledger) -> None:
+    # The key stream is a hash of the public key, which anyone may know: an event a
+    # publisher put there must not make the key ungrantable, nor a granted key unrevokable.
+    early, late = _public_key(), _public_key()
+    _squat(ledger, early, 0)
+    _grant(ledger, "early", early, "ada")
+    assert ledger.grant_for(early) is not None
+    _grant(ledger, "late", late, "bo", admin=True)
+    _squat(ledger, late, 1)
+    ledger.execute(RevokeAccess(key="r-late", key_name="late"))
+    assert ledger.grant_for(late) is None
+    with open_ledger(ledger.home, sync=False) as again:
+        assert again.grant_for(late) is None
+        assert again.grant_for(early) is not None

@@ -230,3 +230,22 @@ def _text(result: Any) -> str:
     [content] = result.content
     text: str = content.text
     return text
+
+
+@pytest.mark.parametrize("when", [
+    "2026-01-01T00:00:00Z", "2026-01-01t10:30:00.5+05:30", "2026-01-01 00:00:00-00:00",
+    "2026-01-01T00:00:00", "2026-01-01", "yesterday", "2026-01-01T00:00Z",
+    "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T00:00:00,5Z", "1700000000",
+])
+def test_a_time_the_schema_allows_is_one_the_tool_takes(tmp_path: Path, when: str) -> None:
+    from lessonledger.commands import open_ledger
+    from lessonledger.ops.mcp_server import call_tool
+
+    arguments = {"key": f"k-{when}", "passed": True, "occurred_at": when}
+    with open_ledger(tmp_path / "home", sync=False) as ledger:
+        for name in ("observe_outcome", "propose_lesson"):
+            schema = tool_schema(TOOLS[name].kind)
+            assert "description" in schema["properties"]["occurred_at"], name
+        validator = jsonschema.Draft202012Validator(tool_schema(TOOLS["observe_outcome"].kind))
+        answer = call_tool(ledger, "observe_outcome", arguments, PROJECT)
+        assert validator.is_valid(arguments) == (not answer.is_error), answer.content

@@ -49,6 +49,26 @@ def test_a_remote_is_normalised_as_documented(url: str, canonical: str) -> None:
     assert normalised_remote(url) == canonical
 
 
+@pytest.mark.parametrize(("url", "same_as"), [
+    ("https://github.com./acme/widgets", "https://github.com/acme/widgets"),  # FQDN dot
+    ("git@GitHub.com.:acme/widgets.git", "https://github.com/acme/widgets"),
+    ("git@[::1]:acme/widgets.git", "ssh://git@[::1]:22/acme/widgets"),  # scp, IPv6
+    ("[fe80::1]:acme/widgets", "ssh://[FE80::1]/acme/widgets/"),
+])
+def test_equivalent_remotes_share_a_digest(url: str, same_as: str) -> None:
+    assert normalised_remote(url) == normalised_remote(same_as)
+    assert not normalised_remote(url).startswith("/"), "a remote host, not a local path"
+
+
+def test_a_port_that_is_no_number_is_not_dropped_with_the_path_before_it() -> None:
+    # git takes ``github.com:acme`` as the host here (no port is a word); dropping it as
+    # a port would give another repository's digest, ``github.com/widgets``.
+    url = "ssh://git@github.com:acme/widgets"
+    assert normalised_remote(url) not in {normalised_remote("https://github.com/widgets"),
+                                          normalised_remote("https://github.com/acme/widgets")}
+    assert normalised_remote(url) == "github.com:acme/widgets"
+
+
 def test_local_remotes_are_real_paths(tmp_path: Path) -> None:
     (tmp_path / "srv").mkdir()
     real = str(tmp_path.resolve() / "srv" / "widgets")

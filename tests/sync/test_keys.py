@@ -53,3 +53,18 @@ def test_a_name_that_is_no_file_name_is_refused(tmp_path: Path, name: str) -> No
     with pytest.raises(KeyFileError, match="not a key name"):
         new_keys(tmp_path, name)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o666])
+def test_a_secret_file_others_can_read_is_refused_and_its_key_not_shown(
+        tmp_path: Path, mode: int) -> None:
+    # Like ssh with a private key: a secret others could read may be known already.
+    _, secret = new_keys(tmp_path, "ada")
+    key = zmq.auth.load_certificate(secret)[1]
+    assert key is not None
+    secret.chmod(mode)
+    with pytest.raises(KeyFileError, match="chmod 600") as refused:
+        load_secret(secret)
+    assert key.decode() not in str(refused.value)
+    secret.chmod(0o600)
+    assert load_secret(secret)[1] == key
