@@ -1,6 +1,6 @@
 """Layers import downward only; configuration is read only in ops; every module says its API.
 
-ledger ← projections ← commands; ledger ← sync; ops may import everything, nothing
+ledger ← projections ← commands ← sync; ops may import everything, nothing
 imports ops.
 """
 
@@ -16,7 +16,7 @@ ALLOWED = {
     "ledger": {"ledger"},
     "projections": {"ledger", "projections"},
     "commands": {"ledger", "projections", "commands"},
-    "sync": {"ledger", "sync"},
+    "sync": {"ledger", "projections", "commands", "sync"},
     "ops": {"ledger", "projections", "commands", "sync", "ops"},
 }
 MODULES = sorted(p for layer in ALLOWED for p in (ROOT / layer).rglob("*.py"))
