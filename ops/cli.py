@@ -19,6 +19,7 @@ from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ops import (
     erasure_commands,
     home_commands,
+    hub_commands,
     lesson_commands,
     recall_commands,
     skill_commands,
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
     home_commands.register(sub, _Parser)
+    hub_commands.register(sub, _Parser)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
