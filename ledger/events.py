@@ -26,6 +26,7 @@ __all__ = [
     "EVENT_CLASSES",
     "EVENT_TYPES",
     "FACT_LEARNED",
+    "LEDGER_ONLY",
     "LESSON_CONFIRMED",
     "LESSON_CONTRADICTED",
     "LESSON_DEMOTED",
@@ -127,6 +128,10 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     mints_an_id: ClassVar[bool] = False
     #: The body is about one learned delta (``delta_id``): erasing it takes the event.
     names_a_delta: ClassVar[bool] = False
+    #: Only the ledger itself writes it, as the decision of a command it ran (an erasure
+    #: deletes bodies as it records them; rules and grants change what the ledger does):
+    #: a raw submission of one is refused, so no publisher can forge it.
+    ledger_only: ClassVar[bool] = False
 
 
 class Operation(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -299,6 +304,8 @@ class RulesAdopted(_Event, frozen=True, kw_only=True, tag="rules.adopted"):
     rules in force there.
     """
 
+    ledger_only: ClassVar[bool] = True
+
     version: Annotated[int, Meta(ge=0)]
     figures: dict[Name, float | int | list[Name] | dict[Name, int]] = {}
 
@@ -470,6 +477,8 @@ class Erased(_Event, frozen=True, kw_only=True, tag="erasure.erased"):
     erasure took and a replica that applies it deletes the same bodies.
     """
 
+    ledger_only: ClassVar[bool] = True
+
     what: ErasureKind
     subject: Key
     by: Name
@@ -548,6 +557,8 @@ CITES_AN_OUTCOME: Final = tags_with("cites_an_outcome")
 TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
 #: First events whose ids a command's receipt names.
 MINTS_AN_ID: Final = tags_with("mints_an_id")
+#: Events only the ledger writes: never accepted as a raw submission.
+LEDGER_ONLY: Final = tags_with("ledger_only")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(AnyEvent)

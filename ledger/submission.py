@@ -17,7 +17,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import AnyEvent, Fingerprint, encode_event
+from lessonledger.ledger.events import LEDGER_ONLY, AnyEvent, Fingerprint, encode_event, tag_of
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -78,6 +78,8 @@ def parse_submission(data: bytes | str) -> Submission:
         BodyTooLargeError: the input is over :data:`MAX_SUBMISSION_BYTES`.
         CredentialEventError: a string (``$.principal``, ``$.event.text``) looks like a
             credential.
+        InvalidEventError: the event is one only the ledger writes (an erasure, the rules
+            in force), with ``field`` ``$.event.type``.
     """
     if len(data) > MAX_SUBMISSION_BYTES:
         raise BodyTooLargeError(len(data), MAX_SUBMISSION_BYTES, "$")
@@ -95,6 +97,11 @@ def parse_submission(data: bytes | str) -> Submission:
     found = credential_field(submission)
     if found is not None:
         raise CredentialEventError(found[1], found[0])
+    kind = tag_of(type(submission.event))
+    if kind in LEDGER_ONLY:
+        msg = (f"invalid event: {kind} is written only by the ledger itself, as the result "
+               "of its own command (for an erasure, run `lessonledger erase`)")
+        raise InvalidEventError(msg, "$.event.type")
     return submission
 
 

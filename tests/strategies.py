@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 from hypothesis import strategies as st
-from lessonledger.ledger.events import AnyEvent
+from lessonledger.ledger.events import LEDGER_ONLY, AnyEvent, tag_of
 from lessonledger.ledger.submission import Submission
 
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
@@ -75,8 +75,15 @@ def events() -> st.SearchStrategy[Any]:
 
 
 def submissions() -> st.SearchStrategy[Submission]:
-    """Valid submissions of any catalogue event."""
-    return from_type_info(mi.type_info(Submission))
+    """Valid submissions of any catalogue event a publisher may submit."""
+    return from_type_info(mi.type_info(Submission)).filter(
+        lambda s: tag_of(type(s.event)) not in LEDGER_ONLY)
+
+
+def ledger_only_submissions() -> st.SearchStrategy[Submission]:
+    """Well-formed submissions of the events only the ledger writes."""
+    return from_type_info(mi.type_info(Submission)).filter(
+        lambda s: tag_of(type(s.event)) in LEDGER_ONLY)
 
 
 def required_paths(value: Any, t: mi.Type, path: str = "$") -> list[tuple[str, Any]]:

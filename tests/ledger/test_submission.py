@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lessonledger.ledger import MAX_BODY_BYTES, BodyTooLargeError, EventLog, InvalidEventError
+from lessonledger.ledger.events import ERASED, LEDGER_ONLY, RulesAdopted, tag_of
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.submission import (
     MAX_SUBMISSION_BYTES,
@@ -20,7 +21,13 @@ from lessonledger.ledger.submission import (
     parse_submission,
     to_new_event,
 )
-from strategies import required_paths, submissions, to_builtins, typed_paths
+from strategies import (
+    ledger_only_submissions,
+    required_paths,
+    submissions,
+    to_builtins,
+    typed_paths,
+)
 
 SUBMISSION = mi.type_info(Submission)
 _STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(\d+)\]")
@@ -61,6 +68,19 @@ def _refused(log: EventLog, doc: Any) -> InvalidEventError:
 @given(submissions())
 def test_valid_submissions_are_stored(log: EventLog, submission: Submission) -> None:
     _submit(log, to_builtins(submission) | {"event_id": str(uuid4()), "stream": str(uuid4())})
+
+
+@given(ledger_only_submissions())
+def test_an_event_only_the_ledger_writes_is_refused_as_a_submission(
+        log: EventLog, submission: Submission) -> None:
+    doc = to_builtins(submission) | {"event_id": str(uuid4()), "stream": str(uuid4())}
+    refused = _refused(log, doc)
+    assert refused.field == "$.event.type"
+    assert "only by the ledger" in str(refused)
+
+
+def test_the_events_only_the_ledger_writes_include_erasure_and_rules() -> None:
+    assert {ERASED, tag_of(RulesAdopted)} <= LEDGER_ONLY
 
 
 @given(submissions(), st.data())
