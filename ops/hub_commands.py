@@ -52,12 +52,14 @@ def add_remote(p: argparse.ArgumentParser) -> None:
                    help="with --to: this client's secret key file (NAME.key_secret)")
     p.add_argument("--server-key", metavar="FILE", default=None,
                    help="with --to: the hub's public key file")
+    p.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                   help="with --to: give up on a hub that does not answer (default 30)")
 
 
 def remote(args: argparse.Namespace) -> RemoteLedger:
     """The hub client a verb's ``--to``, ``--key`` and ``--server-key`` name."""
     return RemoteLedger(args.to, key=args.key, server_key=args.server_key,
-                        timeout=10.0, deadline=30.0)
+                        timeout=min(10.0, args.wait), deadline=args.wait)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -31,13 +31,15 @@ from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops.config import require_home, sync_setting
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.render import add_read_only, echo, parse_time, print_json, progress, timestamp
 from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import lesson_view, registry, view_names
+from lessonledger.sync.client import RemoteLedger
 
-__all__ = ["open_lessons", "open_queries", "register"]
+__all__ = ["asking", "open_lessons", "open_queries", "register"]
 
 
 @contextmanager
@@ -49,6 +51,17 @@ def open_lessons(home: Path) -> Iterator[Ledger]:
         yield ledger
     finally:
         ledger.close()
+
+
+@contextmanager
+def asking(args: argparse.Namespace) -> Iterator[Reader | RemoteLedger]:
+    """The read side a query verb asks: a hub's with ``--to``, else the home's."""
+    if getattr(args, "to", None):
+        with remote(args) as hub:
+            yield hub
+    else:
+        with open_queries(args.home, read_only=args.read_only) as reader:
+            yield reader
 
 
 @contextmanager
@@ -81,7 +94,7 @@ def _line(row: LessonRow) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         rows = reader.catalogue(args.project, everything=args.all)
     for row in rows:
         if args.json:
@@ -94,7 +107,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         row = reader.lesson(reader.find_lesson(args.lesson))
     if args.json:
         print_json(_row_json(row, moves=True))
@@ -115,7 +128,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         chain = reader.history(reader.find_lesson(args.lesson))
     if args.json:
         print_json([_row_json(r) for r in chain])
@@ -201,12 +214,16 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
-    with open_lessons(args.home) as ledger:
-        try:
-            receipts = ledger.execute_all([command for _, command in commands])
-        except BatchRefusedError as e:
-            msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
-            raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
+    try:
+        if args.to:
+            with remote(args) as hub:
+                receipts = hub.execute_all([command for _, command in commands])
+        else:
+            with open_lessons(args.home) as ledger:
+                receipts = ledger.execute_all([command for _, command in commands])
+    except BatchRefusedError as e:
+        msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
+        raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
     for (_, command), receipt in zip(commands, receipts, strict=True):
         print_json({"key": command.key, **msgspec.to_builtins(receipt)})
     return 0
@@ -252,6 +269,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ls.add_argument("--all", action="store_true", help="include superseded and retired")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     add_read_only(ls)
+    add_remote(ls)
     ls.set_defaults(run=_cmd_list)
     for name, run, about in (
         ("show", _cmd_show, "one lesson: its confidence and the events that moved it"),
@@ -261,6 +279,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.add_argument("lesson", help="lesson id, or a unique prefix of it")
         p.add_argument("--json", action="store_true", help="print as JSON")
         add_read_only(p)
+        add_remote(p)
         p.set_defaults(run=run)
     edit = which.add_parser("edit", help="replace a lesson's text (the old one stays in history)")
     edit.add_argument("lesson", help="lesson id, or a unique prefix of it")
@@ -276,6 +295,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.set_defaults(run=run)
     publish = sub.add_parser("publish", help="run commands given as JSON lines (see README)")
     publish.add_argument("file", nargs="?", default="-", help="a file, or - for stdin")
+    add_remote(publish)
     publish.set_defaults(run=_cmd_publish)
     rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
     rebuild.add_argument("view", nargs="?", default="all", choices=[*view_names(), "all"],

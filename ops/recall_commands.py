@@ -15,7 +15,8 @@ import msgspec
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.lesson_commands import open_queries
+from lessonledger.ops.hub_commands import add_remote
+from lessonledger.ops.lesson_commands import asking
 from lessonledger.ops.render import (
     TimeRangeError,
     add_read_only,
@@ -24,6 +25,7 @@ from lessonledger.ops.render import (
     print_json,
     timestamp,
 )
+from lessonledger.sync.client import RemoteLedger
 
 __all__ = ["register"]
 
@@ -40,7 +42,7 @@ def _as_of(text: str) -> int | datetime:
         raise argparse.ArgumentTypeError(msg) from e
 
 
-def _position(reader: Reader, as_of: int | datetime | None) -> int | None:
+def _position(reader: Reader | RemoteLedger, as_of: int | datetime | None) -> int | None:
     if as_of is None or isinstance(as_of, int):
         head = reader.head()
         if isinstance(as_of, int) and as_of > head:
@@ -52,13 +54,13 @@ def _position(reader: Reader, as_of: int | datetime | None) -> int | None:
     return reader.position_at(since // timedelta(microseconds=1) * 1000)
 
 
-def _unrecorded(reader: Reader) -> dict[str, bool]:
+def _unrecorded(reader: Reader | RemoteLedger) -> dict[str, bool]:
     """On a home nobody may write, an answer says that what it showed was not recorded."""
     return {} if reader.records else {"recorded": False}
 
 
 def _cmd_recall(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         record = args.record and as_of is None and reader.records
         result = reader.recall(args.project, args.query, session=args.session,
@@ -74,7 +76,7 @@ def _cmd_recall(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         record = args.record and as_of is None and reader.records
         result = reader.check(args.project, args.operation, args.target, session=args.session,
@@ -87,7 +89,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_why(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         lesson_id = reader.find_lesson(args.lesson)
         try:
@@ -123,6 +125,7 @@ def _common(p: Any) -> None:
                    help="answer as the ledger stood at a log position or an ISO time")
     p.add_argument("--json", action="store_true", help="print as JSON")
     add_read_only(p)
+    add_remote(p)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

@@ -333,6 +333,15 @@ class RemoteLedger:
         """The last position in the hub's log."""
         return self._answer("head", int)
 
+    def position_at(self, when_ns: int) -> int:
+        """The last position recorded at or before a time (0 when none)."""
+        return self._answer("position_at", int, when_ns=when_ns)
+
+    @property
+    def records(self) -> bool:
+        """True: the hub records what its queries show (it holds the home writable)."""
+        return True
+
     def read_log(self, start: int = 1, limit: int = 1000) -> list[Record]:
         """Records from ``start`` on; a body this key may not read comes as None."""
         rows = self._answer("log", list[tuple[Envelope, bytes | None]], start=start,

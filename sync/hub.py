@@ -50,7 +50,6 @@ from lessonledger.commands.read_side import Reader
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
-from lessonledger.ledger.events import ERASED, RulesAdopted, tag_of
 from lessonledger.ledger.submission import Submission, parse_submission
 from lessonledger.sync import wire
 from lessonledger.sync.authority import (
@@ -548,11 +547,6 @@ def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand:
     return command
 
 
-#: Event types a raw submission may carry only with an admin grant: what the ledger
-#: itself decides (erasures, the rules in force) is never a publisher's to write.
-_ADMIN_EVENTS = frozenset({ERASED, tag_of(RulesAdopted)})
-
-
 def _authorized(ledger: Ledger, work: _Work) -> Any:
     """The work's item with the connection's principal, if its grant covers it.
 
@@ -562,9 +556,8 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
     access, item = work.access, work.items[0]
     try:
         if isinstance(item, Submission):
+            # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
             scope = str(getattr(item.event, "scope", "") or getattr(item.event, "project", ""))
-            if item.event.__struct_config__.tag in _ADMIN_EVENTS:
-                require_admin(access)
             require_write(access, scope or "global")
             _same_principal(access, item.principal)
             return msgspec.structs.replace(item, principal=access.principal)
@@ -636,6 +629,10 @@ class _Find(msgspec.Struct, forbid_unknown_fields=True):
     text: str
 
 
+class _When(msgspec.Struct, forbid_unknown_fields=True):
+    when_ns: int
+
+
 class _Log(msgspec.Struct, forbid_unknown_fields=True):
     start: int = 1
     limit: int = 1000
@@ -659,6 +656,8 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
     match query.query:
         case "head":
             return reader.head()
+        case "position_at":
+            return reader.position_at(msgspec.convert(args, _When).when_ns)
         case "lessons":
             a = msgspec.convert(args, _Project)
             require_read(access, a.project)

@@ -116,7 +116,7 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
 #: The queries a client may ask, each a read-side method of the same name.
 QUERIES: Final = frozenset({
     "recall", "check", "lessons", "why", "history", "log", "lesson", "catalogue",
-    "find_lesson", "outcome_stats", "head",
+    "find_lesson", "outcome_stats", "head", "position_at",
 })
 
 
@@ -124,7 +124,7 @@ class QueryRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """A read-side query: the method's name and its arguments by keyword."""
 
     query: Literal["recall", "check", "lessons", "why", "history", "log", "lesson",
-                   "catalogue", "find_lesson", "outcome_stats", "head"]
+                   "catalogue", "find_lesson", "outcome_stats", "head", "position_at"]
     args: dict[str, Any] = {}
 
 
