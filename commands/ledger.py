@@ -266,8 +266,8 @@ class Ledger(ReadSide):
                 receipts.append(outcome)
         return receipts
 
-    def execute_each(self, items: Sequence[AnyCommand | SkillCommand | Submission]
-                     ) -> list[Receipt | LessonLedgerError]:
+    def execute_each(self, items: Sequence[AnyCommand | SkillCommand | Submission], *,
+                     checked: bool = False) -> list[Receipt | LessonLedgerError]:
         """Group commit: run commands (and raw submissions) in ONE durable transaction.
 
         Each is decided in arrival order from the log as the ones before it left it, with
@@ -280,21 +280,25 @@ class Ledger(ReadSide):
         case costs no undo. Should one fail after appending (a policy error, a stream
         conflict a submission brings), the whole transaction is abandoned and the batch
         run again without it: what commits is always what a serial run would commit.
+
+        With ``checked`` the caller has already run ``checked_command`` and the
+        credential screen on every command (a hub does, on its front thread, so they
+        stay off the one writer's path); they are not run again here.
         """
         results: list[Receipt | LessonLedgerError | None] = [None] * len(items)
         pending: list[int] = []
         items = list(items)
         for index, item in enumerate(items):
-            if isinstance(item, Submission):
+            if checked or isinstance(item, Submission):
                 pending.append(index)
                 continue
             try:
-                checked = checked_command(_not_erase(item))
-                refuse_credentials(checked)
+                command = checked_command(_not_erase(item))
+                refuse_credentials(command)
             except CommandError as e:
                 results[index] = e
                 continue
-            items[index] = checked
+            items[index] = command
             pending.append(index)
         while True:
             try:

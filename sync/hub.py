@@ -48,6 +48,7 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.read_side import Reader
 from lessonledger.commands.receipts import Receipt
+from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.submission import Submission, parse_submission
@@ -176,14 +177,17 @@ class Hub:
         self.config = config
         self.authority = authority
         self.stats = HubStats(queue_bound=config.queue_bound, mode=authority.mode)
-        self._context = context or zmq.Context.instance()
+        # A context of its own unless given one: run() terminates it, which waits for
+        # the last replies to leave (an exit right after close could drop them).
+        self._own_context = context is None
+        self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
         self._queries: queue.Queue[tuple[bytes, int, Access, wire.QueryRequest]] = (
             queue.Queue(config.query_bound))
         self._stopping = threading.Event()
-        self._writer_done = threading.Event()
-        self._reader_done = threading.Event()
+        #: Set once the front queues nothing more: the threads may then finish.
+        self._front_done = threading.Event()
         self._ready = threading.Barrier(3)
         self._clients: dict[bytes, float] = {}
         self._not_reading: set[bytes] = set()
@@ -242,11 +246,14 @@ class Hub:
             self._serve(router, pub, outbox, failure)
         finally:
             self._stopping.set()
+            self._front_done.set()
             writer.join()
             reader.join()
             self._forward(router, pub, outbox, block=False)
             for sock in (router, pub, outbox):
                 sock.close()
+            if self._own_context:
+                self._context.term()
         if failure:
             raise failure[0]
         log.info("hub stopped at head %d after %d batches", self.head, self.stats.batches)
@@ -270,11 +277,16 @@ class Hub:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(outbox, zmq.POLLIN)
+        quiet = False
         while not failure:
-            if self._stopping.is_set() and self._writer_done.is_set() \
-                    and self._reader_done.is_set():
+            # Stopping ends once the threads are done and a whole poll brought nothing
+            # more: a request still in the socket is answered busy, never left unread.
+            if quiet and self._stopping.is_set() and not self._work.unfinished_tasks \
+                    and not self._queries.unfinished_tasks:
+                self._front_done.set()
                 return
             events = dict(poller.poll(100))
+            quiet = not events
             if outbox in events:
                 self._forward(router, pub, outbox, block=False)
             if router in events:
@@ -399,7 +411,7 @@ class Hub:
                 try:
                     first = self._work.get(timeout=0.05)
                 except queue.Empty:
-                    if self._stopping.is_set():
+                    if self._front_done.is_set():
                         return
                     continue
                 group = [first]
@@ -409,8 +421,9 @@ class Hub:
                     except queue.Empty:
                         break
                 self._commit(ledger, group, outbox)
+                for _ in group:
+                    self._work.task_done()
         finally:
-            self._writer_done.set()
             ledger.close()
             outbox.close()
 
@@ -429,7 +442,7 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(r.error).__name__)
         if single:
-            results = ledger.execute_each([item for _, item in single])
+            results = ledger.execute_each([item for _, item in single], checked=True)
             for (work, _), result in zip(single, results, strict=True):
                 if isinstance(result, Receipt):
                     body: msgspec.Struct = _receipted(result)
@@ -487,7 +500,7 @@ class Hub:
                 try:
                     identity, request, access, query = self._queries.get(timeout=0.05)
                 except queue.Empty:
-                    if self._stopping.is_set() and self._writer_done.is_set():
+                    if self._front_done.is_set():
                         return
                     continue
                 started = time.perf_counter()
@@ -501,8 +514,8 @@ class Hub:
                     body = _refused(InvalidCommandError(f"invalid {query.query} query: {e}"))
                 self.stats.query(query.query, time.perf_counter() - started)
                 outbox.send_multipart([_REPLY, identity, _reply(body, request)])
+                self._queries.task_done()
         finally:
-            self._reader_done.set()
             reader.close()
             outbox.close()
 
@@ -517,15 +530,21 @@ def _user_id(frame: zmq.Frame) -> str | None:
 
 
 def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -> _Work:
-    """Queue-able work from a request body; a body that cannot be decoded is refused."""
+    """Queue-able work from a request body; a body that cannot be decoded is refused.
+
+    A command is checked here, on the front thread, as ``execute`` would check it (its
+    schema, the credential screen, its principal), so the writer does only what needs
+    the log: the grant on the lesson's project, and deciding.
+    """
     try:
         if isinstance(body, wire.CommandRequest):
-            return _Work(identity, request, "command", access, [_decode_command(body.command)])
+            return _Work(identity, request, "command", access,
+                         [_checked(_decode_command(body.command), access)])
         if isinstance(body, wire.BatchRequest):
             if not body.commands:
                 raise _Refusal(InvalidCommandError("a batch needs at least one command"))
             return _Work(identity, request, "batch", access,
-                         [_decode_command(c) for c in body.commands])
+                         [_checked(_decode_command(c), access) for c in body.commands])
         if isinstance(body, wire.EraseRequest):
             return _Work(identity, request, "erase", access, [_erase.decode(body.erase)])
         if isinstance(body, wire.SubmitRequest):
@@ -540,6 +559,15 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
         raise _Refusal(e) from e
     msg = f"a {type(body).__name__} frame is a reply, not a request"
     raise wire.WireError(msg, "kind")
+
+
+def _checked(command: AnyCommand | SkillCommand, access: Access
+             ) -> AnyCommand | SkillCommand:
+    """The command as the ledger would check it, with the connection's principal."""
+    command = checked_command(command)
+    refuse_credentials(command)
+    _same_principal(access, command.principal)
+    return msgspec.structs.replace(command, principal=access.principal)
 
 
 def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand:
@@ -561,8 +589,7 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
             require_write(access, scope or "global")
             _same_principal(access, item.principal)
             return msgspec.structs.replace(item, principal=access.principal)
-        command = checked_command(item)
-        _same_principal(access, command.principal)
+        command = item  # checked on the front thread (_checked)
         match command:
             case ObserveOutcome() | ProposeLesson():
                 require_write(access, command.project)
@@ -574,7 +601,7 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
                     require_write(access, row.scope)
             case _:
                 require_admin(access)  # reconcile and the skill commands act ledger-wide
-        return msgspec.structs.replace(command, principal=access.principal)
+        return command
     except CommandError as e:
         raise _Refusal(e) from e
 

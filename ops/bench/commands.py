@@ -77,6 +77,13 @@ def _cmd_bench_deltas(args: argparse.Namespace) -> int:
                                           progress=_say))
 
 
+def _cmd_bench_hub(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import hub as bench_hub
+
+    return _report(args, bench_hub.run(commands=args.commands, events=args.events,
+                                       local1_commands=args.local1_commands, progress=_say))
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -219,4 +226,15 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                         help="sessions whose resolutions are timed (default 100)")
     deltas.add_argument("--json", action="store_true", help="print one JSON object")
     deltas.set_defaults(run=_cmd_bench_deltas)
+    hub = which.add_parser("hub", help=(
+        "16 publisher processes through a hub vs one in-process ledger, and 16 event "
+        "writers through the hub vs 16 into eventsourcing's SQLite"))
+    hub.add_argument("--commands", type=count_option(10), default=250,
+                     help="observe_outcome commands per publisher (default 250)")
+    hub.add_argument("--events", type=count_option(10), default=500,
+                     help="single events per writer process (default 500)")
+    hub.add_argument("--local1-commands", type=count_option(10), default=1000,
+                     help="commands the durable one-at-a-time baseline runs (default 1,000)")
+    hub.add_argument("--json", action="store_true", help="print one JSON object")
+    hub.set_defaults(run=_cmd_bench_hub)
     _trapworld_parser(which)

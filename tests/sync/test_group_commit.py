@@ -13,7 +13,12 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 from lessonledger.commands import Ledger, ObserveOutcome, Operation, open_ledger
-from lessonledger.commands.errors import CommandError, StaleVersionError, UnknownLessonError
+from lessonledger.commands.errors import (
+    CommandError,
+    InvalidCommandError,
+    StaleVersionError,
+    UnknownLessonError,
+)
 from lessonledger.commands.messages import AnyCommand, EditLesson, command_from
 from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import decode_event
@@ -43,7 +48,8 @@ def test_a_refusal_between_two_good_commands_leaves_nothing_and_they_commit(
         bad = command_from({"key": "edit", "lesson_id": uuid4(), "text": "new words"},
                            EditLesson)
         first, refused, second = ledger.execute_each([outcome("one"), bad, outcome("two")])
-        assert isinstance(first, Receipt) and isinstance(second, Receipt)
+        assert isinstance(first, Receipt)
+        assert isinstance(second, Receipt)
         assert isinstance(refused, UnknownLessonError)
         assert refused.lesson_id == bad.lesson_id
         # Nothing under the refused key; the second command's events follow the first's.
@@ -54,7 +60,8 @@ def test_a_refusal_between_two_good_commands_leaves_nothing_and_they_commit(
         # A retry of the whole group returns the receipts it returned, writes nothing.
         head = ledger.log.head()
         again = ledger.execute_each([outcome("one"), bad, outcome("two")])
-        assert again[0] == first and again[2] == second
+        assert again[0] == first
+        assert again[2] == second
         assert isinstance(again[1], UnknownLessonError)
         assert ledger.log.head() == head
 
@@ -64,7 +71,8 @@ def test_a_malformed_command_is_refused_alone(tmp_path: Path) -> None:
         bad = msgspec.structs.replace(outcome("bad"), project="NOT-A-DIGEST")
         good, refused = ledger.execute_each([outcome("good"), bad])
         assert isinstance(good, Receipt)
-        assert isinstance(refused, CommandError) and refused.field == "$.project"  # type: ignore[attr-defined]
+        assert isinstance(refused, InvalidCommandError)
+        assert refused.field == "$.project"
 
 
 def test_a_stale_edit_is_refused_after_an_edit_in_the_same_group(tmp_path: Path) -> None:
@@ -75,7 +83,8 @@ def test_a_stale_edit_is_refused_after_an_edit_in_the_same_group(tmp_path: Path)
         edits = [command_from({"key": f"e{i}", "lesson_id": lesson, "text": f"text {i}",
                                "expected_version": version}, EditLesson) for i in range(2)]
         done, stale = ledger.execute_each(edits)
-        assert isinstance(done, Receipt) and receipt.positions
+        assert isinstance(done, Receipt)
+        assert receipt.positions
         assert isinstance(stale, (StaleVersionError, CommandError))
 
 
@@ -86,8 +95,9 @@ def test_submissions_ride_in_the_group(tmp_path: Path) -> None:
         "occurred_at": "2026-01-01T00:00:00Z", "actor": "agent",
         "event": {"type": "lesson.recalled", "lesson_ids": [], "project": P}}))
     with open_ledger(tmp_path / "h") as ledger:
-        a, s, b = ledger.execute_each([outcome("a"), submission, outcome("b")])
-        assert isinstance(s, Receipt) and len(s.positions) == 1
+        _a, s, _b = ledger.execute_each([outcome("a"), submission, outcome("b")])
+        assert isinstance(s, Receipt)
+        assert len(s.positions) == 1
         assert ledger.log.position_of(event_id.bytes) == s.positions[0]
         # Resubmitted: its original position, nothing new.
         (again,) = ledger.execute_each([submission])

@@ -25,8 +25,7 @@ from lessonledger.commands.errors import (
 )
 from lessonledger.commands.messages import EditLesson, command_from
 from lessonledger.ledger.errors import InvalidEventError
-from lessonledger.sync import RemoteLedger, open_ledger
-from lessonledger.sync import wire
+from lessonledger.sync import RemoteLedger, open_ledger, wire
 
 P = "a" * 32
 
@@ -61,14 +60,17 @@ def test_commands_and_queries_have_the_local_types(client: RemoteLedger) -> None
     key = f"k-{uuid4()}"
     receipt = client.observe_outcome(key=key, project=P, session="s1", passed=True,
                                      operations=pair())
-    assert isinstance(receipt, Receipt) and receipt.ids["outcome_id"]
+    assert isinstance(receipt, Receipt)
+    assert receipt.ids["outcome_id"]
     # A retry returns the original receipt and writes nothing.
     head = client.head()
     again = client.observe_outcome(key=key, project=P, session="s1", passed=True,
                                    operations=pair())
-    assert again == receipt and client.head() == head
+    assert again == receipt
+    assert client.head() == head
     rows = client.lessons(P, session="s1")
-    assert rows and rows[0].target == "tests"
+    assert rows
+    assert rows[0].target == "tests"
     lesson = rows[0].lesson_id
     assert client.lesson(lesson).lesson_id == lesson
     assert client.find_lesson(str(lesson)[:13]) == lesson
@@ -79,7 +81,8 @@ def test_commands_and_queries_have_the_local_types(client: RemoteLedger) -> None
     assert client.outcome_stats(P).outcomes >= 1
     assert any(r.lesson_id == lesson for r in client.catalogue(P))
     records = client.read_log(1, 10)
-    assert records[0].envelope.position == 1 and records[0].payload is not None
+    assert records[0].envelope.position == 1
+    assert records[0].payload is not None
 
 
 def test_refusals_arrive_as_the_same_error_classes(client: RemoteLedger) -> None:
@@ -100,7 +103,8 @@ def test_refusals_arrive_as_the_same_error_classes(client: RemoteLedger) -> None
     bad = command_from({"key": f"b-{uuid4()}", "lesson_id": uuid4(), "text": "x"}, EditLesson)
     with pytest.raises(BatchRefusedError) as batch:
         client.execute_all([outcome(90, 0), bad])
-    assert batch.value.index == 1 and isinstance(batch.value.cause, UnknownLessonError)
+    assert batch.value.index == 1
+    assert isinstance(batch.value.cause, UnknownLessonError)
     assert client.execute_all([outcome(91, 0), outcome(91, 1)])[1].positions
 
 
@@ -138,7 +142,8 @@ def test_status_counts_batches(client: RemoteLedger) -> None:
     client.observe_outcome(key=f"st-{uuid4()}", project=P, passed=True)
     status = client.status()
     assert status.head == client.head()
-    assert status.batches >= 1 and status.clients >= 1
+    assert status.batches >= 1
+    assert status.clients >= 1
     assert status.principal_mode == "loopback"
     assert status.queue_bound == 4096
 
@@ -161,14 +166,16 @@ def test_subscribe_yields_new_events(client: RemoteLedger, server: HubProcess) -
                                      operations=pair("build"))
     thread.join(20)
     assert not thread.is_alive()
-    assert seen[:1] == [head + 1] and receipt.positions[0] in seen
+    assert seen[:1] == [head + 1]
+    assert receipt.positions[0] in seen
 
 
 # -- misbehaving clients ------------------------------------------------------------------
 
 
 def raw(server: HubProcess) -> zmq.Socket[Any]:
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    ctx: zmq.Context[Any] = zmq.Context.instance()
+    sock: zmq.Socket[Any] = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(server.endpoint)
     return sock
@@ -191,9 +198,11 @@ def test_bad_frames_get_a_typed_refusal(server: HubProcess, data: bytes, problem
     try:
         sock.send(data)
         refused = reply(sock)
-        assert isinstance(refused, wire.Refused) and refused.error == "WireError"
+        assert isinstance(refused, wire.Refused)
+        assert refused.error == "WireError"
         error = wire.refusal_error(refused)
-        assert isinstance(error, wire.WireError) and error.problem == problem
+        assert isinstance(error, wire.WireError)
+        assert error.problem == problem
     finally:
         sock.close()
 
@@ -212,8 +221,8 @@ def test_misbehaving_clients_beside_a_good_one(server: HubProcess, client: Remot
     stop = threading.Event()
 
     def misbehave() -> None:
-        ctx = zmq.Context.instance()
-        deaf = ctx.socket(zmq.DEALER)  # never reads a reply
+        ctx: zmq.Context[Any] = zmq.Context.instance()
+        deaf: zmq.Socket[Any] = ctx.socket(zmq.DEALER)  # never reads a reply
         deaf.setsockopt(zmq.LINGER, 0)
         deaf.setsockopt(zmq.RCVHWM, 10)
         deaf.setsockopt(zmq.SNDHWM, 100_000)
@@ -255,7 +264,8 @@ def test_misbehaving_clients_beside_a_good_one(server: HubProcess, client: Remot
     # Served, and not by a different order of magnitude (a loose bound: the box is shared).
     assert during < max(20 * normal, 0.25), (normal, during)
     log = server.log.read_text()
-    assert "refused a frame" in log and "not reading" in log
+    assert "refused a frame" in log
+    assert "not reading" in log
 
 
 def test_a_full_queue_answers_busy_and_drops_nothing(tmp_path: Path) -> None:
@@ -284,10 +294,10 @@ def test_sigterm_drains_what_was_queued(tmp_path: Path) -> None:
         for i in range(n):
             sock.send(wire.encode_frame(wire.CommandRequest(msgspec.Raw(
                 msgspec.msgpack.encode(outcome(60, i)))), i + 1))
-        time.sleep(0.05)
-        assert server.proc is not None
-        server.proc.terminate()
         replies: dict[int, msgspec.Struct] = {}
+        assert sock.poll(30_000), "no reply before the signal"
+        assert server.proc is not None
+        server.proc.terminate()  # with most of the 300 still queued or in the socket
         while len(replies) < n and sock.poll(20_000):
             frame = wire.decode_frame(sock.recv())
             replies[frame.id] = wire.decode_body(frame)
@@ -296,7 +306,7 @@ def test_sigterm_drains_what_was_queued(tmp_path: Path) -> None:
         assert len(replies) == n, "a request went unanswered"
         done = [r for r in replies.values() if isinstance(r, wire.Receipted)]
         assert all(isinstance(r, wire.Receipted | wire.Busy) for r in replies.values())
-        assert done, "nothing was committed before the drain"
+        assert len(done) > 10, "hardly anything was committed in the drain"
     from lessonledger.commands import open_ledger as open_local
 
     with open_local(tmp_path / "h") as ledger:

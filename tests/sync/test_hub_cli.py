@@ -27,7 +27,8 @@ def test_the_verbs_ask_a_hub_with_to(tmp_path: Path) -> None:
         published = run("publish", *to, stdin=LINE + "\n")
         assert published.returncode == 0, published.stderr
         receipt = json.loads(published.stdout)
-        assert receipt["key"] == "cli-1" and receipt["positions"] == [1]
+        assert receipt["key"] == "cli-1"
+        assert receipt["positions"] == [1]
         again = run("publish", *to, stdin=LINE + "\n")
         assert json.loads(again.stdout) == receipt
         listing = run("lessons", "list", *to, "--json")
@@ -51,7 +52,8 @@ def test_the_verbs_ask_a_hub_with_to(tmp_path: Path) -> None:
         assert "batches" in human.stdout
         refused = run("recall", *to, "--project", "nope", "x")
         assert refused.returncode == 2
-        assert len(refused.stderr.strip().splitlines()) == 1 and "digest" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert "digest" in refused.stderr
         assert server.terminate() == 0
 
 
@@ -71,4 +73,5 @@ def test_a_hub_that_is_not_there_is_one_line(tmp_path: Path) -> None:
                            "--wait", "1"],
                           capture_output=True, text=True, timeout=120, check=False,
                           env={"PATH": "/usr/bin:/bin"})
-    assert down.returncode == 2 and "no reply from the hub" in down.stderr
+    assert down.returncode == 2
+    assert "no reply from the hub" in down.stderr

@@ -138,12 +138,14 @@ def test_a_refusal_comes_back_as_the_same_error(error: LessonLedgerError) -> Non
         k: v for k, v in vars(error).items() if not isinstance(v, Exception)}
     if isinstance(error, BatchRefusedError):
         assert isinstance(back, BatchRefusedError)
-        assert type(back.cause) is StaleVersionError and back.cause.current == 4
+        assert type(back.cause) is StaleVersionError
+        assert back.cause.current == 4
 
 
 def test_an_unknown_error_class_comes_back_as_the_root() -> None:
     back = refusal_error(Refused("SomethingNew", "a future refusal"))
-    assert type(back) is LessonLedgerError and str(back) == "a future refusal"
+    assert type(back) is LessonLedgerError
+    assert str(back) == "a future refusal"
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1),
@@ -153,7 +155,8 @@ def test_receipts_round_trip(request_id: int, positions: list[int],
                              ids: dict[str, UUID]) -> None:
     body = Receipted(positions, ids)
     frame = decode_frame(encode_frame(body, request_id))
-    assert frame.id == request_id and decode_body(frame, Receipted) == body
+    assert frame.id == request_id
+    assert decode_body(frame, Receipted) == body
 
 
 @given(st.binary(max_size=300))
@@ -162,15 +165,19 @@ def test_random_bytes_never_get_past_decode_unchecked(data: bytes) -> None:
         frame = decode_frame(data)
     except WireError:
         return
-    assert isinstance(frame, Frame) and frame.version == PROTOCOL_VERSION
+    assert isinstance(frame, Frame)
+    assert frame.version == PROTOCOL_VERSION
     assert frame.kind in wire.KINDS
+    problems = []
     try:
         decode_body(frame)
     except WireError as e:
-        assert e.problem == "garbage"
+        problems.append(e.problem)
+    assert problems in ([], ["garbage"])
 
 
-@given(st.text(max_size=200), st.dictionaries(st.text(max_size=10), st.integers(-(2**63), 2**63 - 1), max_size=5))
+@given(st.text(max_size=200),
+       st.dictionaries(st.text(max_size=10), st.integers(-(2**63), 2**63 - 1), max_size=5))
 def test_queries_round_trip(text: str, extra: dict[str, int]) -> None:
     body = QueryRequest("recall", {"query": text, **extra})
     assert decode_body(decode_frame(encode_frame(body))) == body
