@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.config import require_home
 from lessonledger.ops.render import echo, print_json
 from lessonledger.sync.authority import LoopbackAuthority
 from lessonledger.sync.client import RemoteLedger
@@ -25,7 +24,6 @@ __all__ = ["add_remote", "register", "remote"]
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    require_home(args.home)
     if not is_loopback(args.bind):
         msg = (f"refusing to bind {args.bind} without CURVE keys: anyone who can reach it "
                "could write as the hub's principal; bind tcp://127.0.0.1:PORT")
@@ -82,7 +80,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     """Add serve and status to the CLI's sub-parsers."""
-    serve = sub.add_parser("serve", help="run a hub: this home's one writer, over ZeroMQ")
+    serve = sub.add_parser("serve", help=(
+        "run a hub: this home's one writer, over ZeroMQ (the home is created if missing)"))
     serve.add_argument("--bind", default=DEFAULT_BIND, metavar="ENDPOINT", help=(
         f"where clients connect (default {DEFAULT_BIND}); without keys loopback only"))
     serve.add_argument("--pub", default=None, metavar="ENDPOINT",
