@@ -36,6 +36,7 @@ from uuid import uuid4
 import msgspec
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import ObserveOutcome, Operation, command_from
+from lessonledger.ledger.events import OUTCOME_OBSERVED
 from lessonledger.sync.client import HubUnavailableError, RemoteLedger
 
 __all__ = ["run", "worker"]
@@ -64,7 +65,7 @@ def _submission(agent: int, i: int) -> bytes:
         "event_id": str(uuid4()), "stream": str(uuid4()), "version": 0,
         "occurred_at": "2026-12-01T00:00:00Z", "actor": "agent",
         "session": f"e{agent}-s{i // 10}",
-        "event": {"type": "outcome.observed", "outcome_id": str(uuid4()),
+        "event": {"type": OUTCOME_OBSERVED, "outcome_id": str(uuid4()),
                   "project": PROJECTS[i % 4], "task": "run the build and the tests",
                   "passed": i % 3 != 0, "signal": "verification",
                   "operations": [{"op": failing, "target": target, "ok": False,
@@ -108,7 +109,7 @@ def _sqlite_sender(path: str, agent: int, count: int) -> Callable[[int], object]
 
     datastore = SQLiteDatastore(path, lock_timeout=60)
     recorder = SQLiteApplicationRecorder(datastore)
-    events = [StoredEvent(uuid4(), 0, "outcome.observed", _submission(agent, i))
+    events = [StoredEvent(uuid4(), 0, OUTCOME_OBSERVED, _submission(agent, i))
               for i in range(count)]
 
     def send(i: int) -> object:

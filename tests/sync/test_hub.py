@@ -26,6 +26,7 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import EditLesson, command_from
 from lessonledger.ledger.errors import InvalidEventError
 from lessonledger.sync import RemoteLedger, open_ledger, wire
+from lessonledger.sync.authority import NotGrantedError
 
 P = "a" * 32
 
@@ -312,3 +313,25 @@ def test_sigterm_drains_what_was_queued(tmp_path: Path) -> None:
     with open_local(tmp_path / "h") as ledger:
         for r in done:
             assert ledger.log.read(r.positions[0], limit=1)[0].payload is not None
+
+
+def test_erasure_over_the_wire_and_admin_refusals(tmp_path: Path) -> None:
+    with hub(tmp_path / "admin", tmp_path / "a.log") as admin_hub, \
+            RemoteLedger(admin_hub.endpoint) as admin:
+        receipt = admin.observe_outcome(key="to-erase", project=P, session="gone",
+                                        passed=True, operations=pair())
+        erasure = admin.erase(key="erase-1", what="session", subject="gone", reason="asked")
+        assert receipt.positions[0] in erasure.erased
+        (record,) = admin.read_log(receipt.positions[0], 1)
+        assert record.payload is None
+    with hub(tmp_path / "plain", tmp_path / "p.log", "--no-admin") as plain_hub, \
+            RemoteLedger(plain_hub.endpoint) as plain:
+        plain.observe_outcome(key="kept", project=P, session="kept", passed=True)
+        head = plain.head()
+        with pytest.raises(NotGrantedError) as refused:
+            plain.erase(key="erase-2", what="session", subject="kept")
+        assert refused.value.needed == "admin"
+        with pytest.raises(NotGrantedError):
+            plain.reconcile(key="r", now="2026-01-01T00:00:00Z")
+        assert plain.head() == head
+        assert "refused" in plain_hub.log.read_text()
