@@ -26,7 +26,7 @@ from lessonledger.ops.render import (
     record_json,
     record_line,
 )
-from lessonledger.sync.hub import MAX_LOG_RECORDS
+from lessonledger.sync.queries import MAX_LOG_RECORDS
 
 __all__ = ["register"]
 

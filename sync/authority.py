@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import msgspec
-from lessonledger.commands.errors import CommandError
+from lessonledger.commands.errors import CommandError, InvalidCommandError
 
 __all__ = [
     "GLOBAL",
@@ -25,6 +25,7 @@ __all__ = [
     "NotGrantedError",
     "may_read",
     "require_admin",
+    "require_own_principal",
     "require_read",
     "require_write",
 ]
@@ -124,6 +125,18 @@ def require_write(access: Access, project: str) -> None:
     """
     if not (access.admin or access.write is None or project in access.write):
         raise NotGrantedError(access.principal, project, "write")
+
+
+def require_own_principal(access: Access, given: str) -> None:
+    """Refuse a request naming a principal other than its connection's (a spoof).
+
+    Raises:
+        InvalidCommandError: ``given`` is set and is not the connection's principal.
+    """
+    if given and given != access.principal:
+        msg = (f"the principal is the one bound to the connection's key "
+               f"({access.principal!r}), not {given!r}; leave it out")
+        raise InvalidCommandError(msg, "$.principal")
 
 
 def require_admin(access: Access) -> None:
