@@ -7,9 +7,11 @@ what running the same commands one at a time with ``execute`` holds.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import msgspec
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lessonledger.commands import Ledger, ObserveOutcome, Operation, open_ledger
@@ -131,3 +133,33 @@ def test_a_group_commit_equals_serial_execute(tmp_path_factory: object, plan: li
         serial_log = bodies(serial)
     assert [r if isinstance(r, Receipt) else type(r) for r in results] == expected
     assert group_log == serial_log
+
+
+def test_a_command_failing_after_it_appended_is_undone_and_the_rest_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that fails on one outcome: that command goes, its neighbours commit."""
+    from lessonledger.commands import ledger as ledger_module
+    from lessonledger.commands import policies
+    from lessonledger.ledger.events import OutcomeObserved
+
+    real = policies.react
+
+    def failing(view: Any, event: Any, envelope: Any) -> Any:
+        if isinstance(event, OutcomeObserved) and envelope.session == "s-poison":
+            msg = "a policy failed on this outcome"
+            raise CommandError(msg)
+        return real(view, event, envelope)
+
+    monkeypatch.setattr(ledger_module, "react", failing)
+    with open_ledger(tmp_path / "h") as ledger:
+        first, poisoned, last = ledger.execute_each(
+            [outcome("one"), outcome("poison"), outcome("two")])
+        assert isinstance(first, Receipt)
+        assert isinstance(last, Receipt)
+        assert isinstance(poisoned, CommandError)
+        assert "policy failed" in str(poisoned)
+        sessions = [r.envelope.session for r in ledger.log.scan()]
+        assert "s-poison" not in sessions
+        assert "s-one" in sessions
+        assert "s-two" in sessions
+        assert verify(ledger.log).ok
