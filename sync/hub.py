@@ -196,6 +196,7 @@ class Hub:
         self._not_reading: set[bytes] = set()
         self._pub_endpoint = config.pub or pub_endpoint(config.bind)
         self._last_clients = 1
+        self._pruned = time.monotonic()
         self.head = 0
 
     # -- lifetime ------------------------------------------------------------------------
@@ -291,6 +292,8 @@ class Hub:
                 return
             events = dict(poller.poll(100))
             quiet = not events
+            if time.monotonic() - self._pruned > CLIENT_WINDOW:
+                self._prune()
             if outbox in events:
                 self._forward(router, pub, outbox, block=False)
             if router in events:
@@ -390,10 +393,16 @@ class Hub:
         self.stats.busy()
         self._send(router, identity, _reply(wire.Busy(RETRY_AFTER_MS, why), request))
 
+    def _prune(self) -> None:
+        """Forget connections quiet for :data:`CLIENT_WINDOW` (a reconnect is a new one)."""
+        self._pruned = time.monotonic()
+        cutoff = self._pruned - CLIENT_WINDOW
+        self._clients = {k: t for k, t in self._clients.items() if t >= cutoff}
+        self._not_reading &= self._clients.keys()
+
     def status(self) -> wire.Queried:
         """The hub's head, clients, queue depth and batch sizes, as of now."""
-        cutoff = time.monotonic() - CLIENT_WINDOW
-        self._clients = {k: t for k, t in self._clients.items() if t >= cutoff}
+        self._prune()
         return self.stats.snapshot(head=self.head, clients=len(self._clients),
                                    queue_depth=self._work.qsize())
 
