@@ -11,16 +11,19 @@ from lessonledger.ledger.errors import (
 )
 
 __all__ = [
+    "AccessRefusedError",
     "BatchRefusedError",
     "CommandError",
     "CredentialError",
     "EvidenceError",
     "InactiveLessonError",
     "InvalidCommandError",
+    "KeyNameTakenError",
     "KeyReusedError",
     "LessonNotFoundError",
     "RetiredEvidenceError",
     "StaleVersionError",
+    "UnknownKeyError",
     "UnknownLessonError",
 ]
 
@@ -135,3 +138,58 @@ class BatchRefusedError(CommandError):
         super().__init__(f"command {index + 1} of the batch: {cause}; nothing was written")
         self.index = index
         self.cause = cause
+
+
+class AccessRefusedError(CommandError):
+    """A client's grant does not allow what it asked for; nothing was done.
+
+    Attributes:
+        principal: the principal the client's key is bound to ('' for no grant at all).
+        project: the project asked about ('' when the refusal is not about one).
+        needed: the grant that would allow it: ``read``, ``write`` or ``admin``.
+    """
+
+    def __init__(self, principal: str, project: str, needed: str, what: str = "") -> None:
+        who = f"principal {principal!r}" if principal else "a key with no grant"
+        doing = f" to {what}" if what else ""
+        on = f" on project {project}" if project else ""
+        flag = "--admin" if needed == "admin" else f"--{needed} {project or 'PROJECT'}"
+        msg = (f"{who} has no {needed} grant{on}{doing}; an admin grants it with "
+               f"`lessonledger access grant KEY_NAME --principal {principal or 'P'} {flag}`")
+        super().__init__(msg)
+        self.principal = principal
+        self.project = project
+        self.needed = needed
+
+
+class UnknownKeyError(CommandError, KeyError):
+    """No current grant has this key name (never granted, or revoked already).
+
+    Attributes:
+        key_name: the name asked for.
+    """
+
+    def __init__(self, key_name: str, revoked_at: int | None = None) -> None:
+        then = f" (revoked at position {revoked_at})" if revoked_at else ""
+        msg = (f"no key named {key_name!r} has a grant{then}; list the keys with "
+               "`lessonledger access list`")
+        super().__init__(msg)
+        self.key_name = key_name
+        self.revoked_at = revoked_at
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class KeyNameTakenError(InvalidCommandError):
+    """The key name is granted to another public key: one name, one key.
+
+    Attributes:
+        key_name: the name asked for.
+    """
+
+    def __init__(self, key_name: str, public_key: str) -> None:
+        msg = (f"key name {key_name!r} already names another public key ({public_key}); "
+               "revoke it first, or grant this key under a new name")
+        super().__init__(msg, "$.key_name")
+        self.key_name = key_name

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -46,6 +46,9 @@ from lessonledger.ledger.events import (
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.rules import DAY_NS, RULES_VERSION, Rules, clamp, figures_of
+
+if TYPE_CHECKING:
+    from lessonledger.commands.access import AccessCommand
 
 __all__ = [
     "Decided",
@@ -250,7 +253,7 @@ def _leaves(row: LessonRow, confidence: float, now: int,
     return ""
 
 
-def same_command(command: AnyCommand | SkillCommand, first: AnyEvent,
+def same_command(command: AnyCommand | SkillCommand | AccessCommand, first: AnyEvent,
                  envelope: Envelope) -> bool:
     """Whether ``first``, the first event written under ``command``'s key, is its own.
 
@@ -285,7 +288,7 @@ def same_command(command: AnyCommand | SkillCommand, first: AnyEvent,
     return False
 
 
-def could_be(command: AnyCommand | SkillCommand, envelope: Envelope) -> bool:
+def could_be(command: AnyCommand | SkillCommand | AccessCommand, envelope: Envelope) -> bool:
     """Whether an erased first event, of which only ``envelope`` is left, is ``command``'s.
 
     What the envelope kept must match: the event type the command writes first, its

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
+from lessonledger.commands.access import AccessCommand
 from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
 from lessonledger.commands.erasure import (
     Erasure,
@@ -88,7 +89,7 @@ from lessonledger.projections.views import VIEW_NAME, audit_index, delta_view, r
 
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
-C = TypeVar("C", bound="AnyCommand | SkillCommand")
+C = TypeVar("C", bound="AnyCommand | SkillCommand | AccessCommand")
 
 #: Save the view after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
@@ -215,7 +216,7 @@ class Ledger(ReadSide):
 
     # -- commands --------------------------------------------------------------------
 
-    def execute(self, command: AnyCommand | SkillCommand) -> Receipt:
+    def execute(self, command: AnyCommand | SkillCommand | AccessCommand) -> Receipt:
         """Check, decide and append one command's events and the policies' reactions.
 
         All in one write transaction, from the log as it stands: whatever other
@@ -238,7 +239,8 @@ class Ledger(ReadSide):
             raise outcome
         return outcome
 
-    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand]) -> list[Receipt]:
+    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand | AccessCommand]
+                    ) -> list[Receipt]:
         """Run commands in turn, all in one write transaction: every one, or none.
 
         Each is decided from the log as the ones before it left it, as :meth:`execute`
@@ -364,7 +366,7 @@ class Ledger(ReadSide):
                                       actor="ledger")])
             self._fold(writing, writing.append)
 
-    def _decide(self, command: AnyCommand | SkillCommand, parent: UUID,
+    def _decide(self, command: AnyCommand | SkillCommand | AccessCommand, parent: UUID,
                 writing: Writing) -> Receipt | CommandError:
         """Decide, append and fold one command in ``writing``; a refusal is returned.
 
@@ -386,7 +388,7 @@ class Ledger(ReadSide):
         self._fold(writing, writing.append)
         return Receipt([int(p) for p in positions], minted(decided))
 
-    def _receipt(self, command: AnyCommand | SkillCommand, parent: UUID,
+    def _receipt(self, command: AnyCommand | SkillCommand | AccessCommand, parent: UUID,
                  log: Writing) -> Receipt | CommandError | None:
         """The receipt of a command already in the log, else None.
 

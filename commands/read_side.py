@@ -40,6 +40,7 @@ from lessonledger.ledger.events import Erased, Key, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
+from lessonledger.projections.access import Grant
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
@@ -50,6 +51,7 @@ from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import (
     VIEW_NAME,
+    access_view,
     audit_index,
     lesson_view,
     outcome_stats,
@@ -269,6 +271,27 @@ class ReadSide:
             self._read()
             stats = outcome_stats(self.runner).project(project)
             return msgspec.msgpack.decode(msgspec.msgpack.encode(stats), type=ProjectStats)
+
+    def grant_for(self, public_key: str) -> Grant | None:
+        """A client key's current grant (Z85 public key), or None: it may not connect.
+
+        Folds first, so a grant or a revocation committed by any process counts at once.
+        """
+        with self._lock:
+            self._read()
+            return access_view(self.runner).grant_for(public_key)
+
+    def grants(self) -> list[Grant]:
+        """Every current grant, by key name."""
+        with self._lock:
+            self._read()
+            return access_view(self.runner).grants()
+
+    def allowed_keys(self) -> frozenset[str]:
+        """The public keys (Z85) that may connect now."""
+        with self._lock:
+            self._read()
+            return access_view(self.runner).allowed_keys()
 
     def head(self) -> int:
         """The last position in the log."""

@@ -11,10 +11,15 @@ only text, and nothing in lessonledger reads a lesson to decide what needs confi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.secrets import credential_field, credential_in
+
+if TYPE_CHECKING:
+    from lessonledger.commands.access import AccessCommand
 
 __all__ = ["refuse_credentials", "refuse_query"]
 
@@ -25,10 +30,16 @@ _UNSTORED = {"key"}
 _UNSTORED_ERASE = {"key", "subject"}
 
 
-def refuse_credentials(command: AnyCommand | Erase | SkillCommand) -> None:
-    """Raise :class:`CredentialError` naming the field and pattern of a secret in ``command``."""
+def refuse_credentials(command: AnyCommand | Erase | SkillCommand | AccessCommand) -> None:
+    """Raise :class:`CredentialError` naming the field and pattern of a secret in ``command``.
+
+    A field a command declares in ``public_keys`` holds a CURVE public key by its
+    meaning: the screen would take it for a secret key (the two look alike), so the
+    command's decider checks it as a key instead.
+    """
     unstored = _UNSTORED_ERASE if isinstance(command, Erase) else _UNSTORED
-    found = credential_field(command, unstored | getattr(command, "unstored", frozenset()))
+    found = credential_field(command, unstored | getattr(command, "unstored", frozenset())
+                             | getattr(command, "public_keys", frozenset()))
     if found is not None:
         raise CredentialError(found[1], found[0])
 

@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+from lessonledger.commands.access import AccessCommand, GrantAccess, RevokeAccess, decide_access
 from lessonledger.commands.handlers import Decided, command_digest, command_id, decide
 from lessonledger.commands.injection import refuse_injection
 from lessonledger.commands.messages import AnyCommand
@@ -86,9 +87,11 @@ _ASSIGNMENT = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*(?:=|:=|->|=>)\s*(\S.*?)\s
 _COLON_PAIR = re.compile(r"^\s*([A-Za-z_][\w.@+-]*)\s*:\s*([^\s:]+)\s*$")
 
 
-def decide_any(command: AnyCommand | SkillCommand,
+def decide_any(command: AnyCommand | SkillCommand | AccessCommand,
                views: Runner | Mapping[str, Projection]) -> list[Decided]:
     """Decide any command against the views it reads."""
+    if isinstance(command, (GrantAccess, RevokeAccess)):
+        return decide_access(command, views)
     if isinstance(command, ProposeDelta) and command.provenance == "outcome":
         _check_evidence(command, lesson_view(views).outcomes)
     if isinstance(command, (RegisterSkill, ProposeDelta, ApproveDeltas, RejectDeltas,

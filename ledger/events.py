@@ -18,6 +18,8 @@ import msgspec
 from msgspec import Meta, Struct
 
 __all__ = [
+    "ACCESS_GRANTED",
+    "ACCESS_REVOKED",
     "CITES_AN_OUTCOME",
     "DELTA_APPROVED",
     "DELTA_PROPOSED",
@@ -36,11 +38,17 @@ __all__ = [
     "LESSON_SUPERSEDED",
     "MINTS_AN_ID",
     "NAMES_A_DELTA",
+    "NAMES_A_KEY",
     "NAMES_A_LESSON",
+    "NAMES_A_PRINCIPAL",
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
     "SKILL_REGISTERED",
     "TRIGGERS_POLICIES",
+    "Z85_ALPHABET",
+    "Z85_KEY",
+    "AccessGranted",
+    "AccessRevoked",
     "AnyEvent",
     "Confidence",
     "ConsumerDeclared",
@@ -55,6 +63,7 @@ __all__ = [
     "FactLearned",
     "Fingerprint",
     "Key",
+    "KeyName",
     "LessonConfirmed",
     "LessonContradicted",
     "LessonDemoted",
@@ -64,9 +73,12 @@ __all__ = [
     "LessonRecalled",
     "LessonSuperseded",
     "Longevity",
+    "Name",
     "Operation",
     "OutcomeObserved",
+    "Principal",
     "Provenance",
+    "PublicKey",
     "ReconcilePassed",
     "RulesAdopted",
     "Scope",
@@ -128,6 +140,16 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     mints_an_id: ClassVar[bool] = False
     #: The body is about one learned delta (``delta_id``): erasing it takes the event.
     names_a_delta: ClassVar[bool] = False
+    #: The body names a principal in a field of its own (``principal``), not only in
+    #: its envelope: erasing that principal takes it too.
+    names_a_principal: ClassVar[bool] = False
+    #: The body is about one client key (``public_key``): erasing the principal a key
+    #: was granted to takes the key's other events (its revocations) too.
+    names_a_key: ClassVar[bool] = False
+    #: Fields that hold a CURVE public key by their meaning: checked as a key by the
+    #: schema, and left out of the credential screen, which takes any bare Z85 key for a
+    #: secret one (the two look alike).
+    public_keys: ClassVar[frozenset[str]] = frozenset()
     #: Only the ledger itself writes it, as the decision of a command it ran (an erasure
     #: deletes bodies as it records them; rules and grants change what the ledger does):
     #: a raw submission of one is refused, so no publisher can forge it.
@@ -467,6 +489,55 @@ class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
     command_digest: Digest = b""
 
 
+#: The Z85 alphabet (ZeroMQ RFC 32), in which a 32-byte CURVE key is 40 characters.
+Z85_ALPHABET: Final = (
+    "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")
+#: A CURVE key as Z85 text: exactly 40 characters of the alphabet.
+Z85_KEY: Final = r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}\Z"
+#: A client's CURVE public key, Z85.
+PublicKey = Annotated[str, Meta(pattern=Z85_KEY)]
+#: A key's name: also its file's (``NAME.key``), so no path separator, space or dot first.
+KeyName = Annotated[str, Meta(min_length=1, max_length=100,
+                              pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")]
+#: Whose the key is: the principal stamped on every event the hub writes for it.
+Principal = Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^\S(.*\S)?\Z")]
+Projects = Annotated[list[Scope], Meta(max_length=1000)]
+
+
+class AccessGranted(_Event, frozen=True, kw_only=True, tag="access.granted"):
+    """A client key may connect to the hub, as ``principal``, with these grants.
+
+    ``read`` and ``write`` list project digests (``global`` is allowed too); lessons of
+    the global scope are readable with any grant. ``admin`` may erase and grant. A new
+    grant for the same public key replaces the previous one whole (not a union).
+    """
+
+    names_a_principal: ClassVar[bool] = True
+    names_a_key: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
+    public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
+
+    key_name: KeyName
+    public_key: PublicKey
+    principal: Principal
+    read: Projects = []
+    write: Projects = []
+    admin: bool = False
+    command_digest: Digest = b""
+
+
+class AccessRevoked(_Event, frozen=True, kw_only=True, tag="access.revoked"):
+    """A client key may no longer connect: new connections from it are refused."""
+
+    names_a_key: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
+    public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
+
+    key_name: KeyName
+    public_key: PublicKey
+    command_digest: Digest = b""
+
+
 ErasureKind = Literal["principal", "session", "lesson", "outcome"]
 
 
@@ -512,6 +583,8 @@ AnyEvent = (
     | FactLearned
     | ConsumerDeclared
     | Erased
+    | AccessGranted
+    | AccessRevoked
 )
 
 #: Every catalogue event class.
@@ -547,6 +620,13 @@ SKILL_REGISTERED: Final = tag_of(SkillBaseRegistered)
 DELTA_PROPOSED: Final = tag_of(DeltaProposed)
 DELTA_APPROVED: Final = tag_of(DeltaApproved)
 FACT_LEARNED: Final = tag_of(FactLearned)
+ACCESS_GRANTED: Final = tag_of(AccessGranted)
+ACCESS_REVOKED: Final = tag_of(AccessRevoked)
+#: Events naming a principal in their body: what erasing the principal takes besides
+#: the events its envelopes name.
+NAMES_A_PRINCIPAL: Final = tags_with("names_a_principal")
+#: Events about one client key.
+NAMES_A_KEY: Final = tags_with("names_a_key")
 #: Events about one learned delta: what erasing a delta's source takes with it.
 NAMES_A_DELTA: Final = tags_with("names_a_delta")
 #: Events about one lesson: what erasing a lesson takes.

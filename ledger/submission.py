@@ -94,13 +94,18 @@ def parse_submission(data: bytes | str) -> Submission:
         msg = f"invalid event: {e}; fix the field and resubmit"
         raise InvalidEventError(msg, field) from e
     _check_fingerprint(submission.event)
-    found = credential_field(submission)
+    # The event's public-key fields are checked by its schema, not screened (see
+    # ``_Event.public_keys``): so a grant submitted is refused for its type, below.
+    event = submission.event
+    found = (credential_field(submission, skip={"event"})
+             or credential_field(event, skip=event.public_keys, path="$.event"))
     if found is not None:
         raise CredentialEventError(found[1], found[0])
     kind = tag_of(type(submission.event))
     if kind in LEDGER_ONLY:
         msg = (f"invalid event: {kind} is written only by the ledger itself, as the result "
-               "of its own command (for an erasure, run `lessonledger erase`)")
+               "of its own command (for an erasure, run `lessonledger erase`; for a grant, "
+               "`lessonledger access grant`)")
         raise InvalidEventError(msg, "$.event.type")
     return submission
 

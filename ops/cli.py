@@ -17,6 +17,7 @@ import lmdb
 import msgspec
 from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ops import (
+    access_commands,
     erasure_commands,
     home_commands,
     hub_commands,
@@ -51,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
+    access_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
     return parser

@@ -22,6 +22,7 @@ from lessonledger.ledger.lmdb_env import (
 )
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
 from lessonledger.ledger.log import LOG_NAME, EventLog, log_names
+from lessonledger.sync.keys import DEFAULT_KEYS_DIR, KEYS_ENV
 
 __all__ = [
     "HOME_ENV",
@@ -30,6 +31,7 @@ __all__ = [
     "check_home_file",
     "default_home",
     "is_home",
+    "keys_dir",
     "open_log",
     "open_logs",
     "require_home",
@@ -147,6 +149,12 @@ def default_home(*, demo: bool = False) -> Path:
     if named:
         return Path(named)
     return Path.home() / (".lessonledger-demo" if demo else ".lessonledger")
+
+
+def keys_dir() -> Path:
+    """The CURVE key directory: ``$LESSONLEDGER_KEYS``, else ``~/.lessonledger-keys``."""
+    named = os.environ.get(KEYS_ENV)
+    return Path(named or DEFAULT_KEYS_DIR).expanduser()
 
 
 def sync_setting() -> bool:

@@ -4,7 +4,10 @@ DESIGN §5's index, so that an erasure, ``why`` and a lookup of an erased lesson
 few positions they need instead of scanning the whole log:
 
 - by **principal** and by **session**: every event whose envelope names it (erasures
-  themselves excepted: they are the audit trail, never taken);
+  themselves excepted: they are the audit trail, never taken); by principal also every
+  event whose body names it (``names_a_principal``: a grant names its grantee), and
+  every revocation of a key while it was granted to that principal (``names_a_key``),
+  so erasing a principal takes its grants and what ended them;
 - by **lesson**: every event about that lesson (the catalogue's ``names_a_lesson``);
 - by **outcome**: the outcome itself and every event crediting or blaming a lesson on it
   (``cites_an_outcome``);
@@ -23,9 +26,12 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.ledger.events import (
+    ACCESS_GRANTED,
     CITES_AN_OUTCOME,
     ERASED,
+    NAMES_A_KEY,
     NAMES_A_LESSON,
+    NAMES_A_PRINCIPAL,
     OUTCOME_OBSERVED,
     Erased,
 )
@@ -39,6 +45,7 @@ class _Ids(msgspec.Struct):
 
     lesson_id: UUID | None = None
     outcome_id: UUID | None = None
+    principal: str | None = None
 
 
 class ErasureEntry(msgspec.Struct, frozen=True):
@@ -58,13 +65,16 @@ class _State(msgspec.Struct, kw_only=True):
     lesson: dict[str, bytes] = {}
     outcome: dict[str, bytes] = {}
     erasures: list[ErasureEntry] = []
+    #: The principal each client key (by its stream) is granted to now.
+    holders: dict[str, str] = {}
 
 
 _ids = msgspec.msgpack.Decoder(_Ids)
 _erased = msgspec.msgpack.Decoder(Erased)
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
-_INDEXED = NAMES_A_LESSON | CITES_AN_OUTCOME | {OUTCOME_OBSERVED}
+_INDEXED = NAMES_A_LESSON | CITES_AN_OUTCOME | NAMES_A_PRINCIPAL | NAMES_A_KEY | {
+    OUTCOME_OBSERVED}
 
 
 class AuditIndex:
@@ -75,6 +85,7 @@ class AuditIndex:
         self._maps: dict[str, dict[str, array[int]]] = {
             "principal": {}, "session": {}, "lesson": {}, "outcome": {}}
         self._erasures: list[ErasureEntry] = []
+        self._holders: dict[str, str] = {}
 
     @property
     def position(self) -> int:
@@ -108,17 +119,37 @@ class AuditIndex:
             self._add("principal", envelope.principal, position)
         if envelope.session:
             self._add("session", envelope.session, position)
+        if envelope.type in NAMES_A_KEY and record.payload is None:
+            # An erased grant or revocation ends the key's grant (as the access view has it).
+            self._holders.pop(str(envelope.stream_id), None)
         if record.payload is None or envelope.type not in _INDEXED:
             return
         try:
             ids = _ids.decode(record.payload)
         except msgspec.DecodeError:
             return  # another writer's body under our tag: nothing of ours to index
+        if envelope.type in NAMES_A_KEY:
+            self._key_event(envelope.type, str(envelope.stream_id), ids.principal,
+                            envelope.principal, position)
+        elif (envelope.type in NAMES_A_PRINCIPAL and ids.principal
+              and ids.principal != envelope.principal):
+            self._add("principal", ids.principal, position)
         if ids.lesson_id is not None and envelope.type in NAMES_A_LESSON:
             self._add("lesson", str(ids.lesson_id), position)
         if ids.outcome_id is not None and (envelope.type in CITES_AN_OUTCOME
                                            or envelope.type == OUTCOME_OBSERVED):
             self._add("outcome", str(ids.outcome_id), position)
+
+    def _key_event(self, kind: str, stream: str, named: str | None, stamped: str,
+                   position: int) -> None:
+        """Index a grant under its grantee, a revocation under the key's holder then."""
+        holder = named if kind == ACCESS_GRANTED else self._holders.get(stream)
+        if kind == ACCESS_GRANTED and named:
+            self._holders[stream] = named
+        else:
+            self._holders.pop(stream, None)
+        if holder and holder != stamped:
+            self._add("principal", holder, position)
 
     def _add(self, kind: str, key: str, position: int) -> None:
         found = self._maps[kind].get(key)
@@ -131,7 +162,7 @@ class AuditIndex:
         packed = {kind: {key: found.tobytes() for key, found in entries.items()}
                   for kind, entries in self._maps.items()}
         return _encoder.encode(_State(position=self._position, erasures=self._erasures,
-                                      **packed))
+                                      holders=self._holders, **packed))
 
     @classmethod
     def load(cls, data: bytes) -> AuditIndex:
@@ -139,6 +170,7 @@ class AuditIndex:
         state = _decoder.decode(data)
         view = cls()
         view._position, view._erasures = state.position, list(state.erasures)
+        view._holders = dict(state.holders)
         for kind in view._maps:
             for key, raw in getattr(state, kind).items():
                 found = array("Q")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from lessonledger.projections.access import AccessView
 from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
 from lessonledger.projections.facts import FactView
@@ -18,11 +19,13 @@ from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
 
 __all__ = [
+    "ACCESS",
     "AUDIT_NAME",
     "DELTAS",
     "FACTS",
     "STATS_NAME",
     "VIEW_NAME",
+    "access_view",
     "audit_index",
     "delta_view",
     "fact_view",
@@ -40,6 +43,8 @@ STATS_NAME = "outcomes"
 AUDIT_NAME = "audit"
 #: The delta view's (skill bases and their deltas) and the fact table's.
 DELTAS, FACTS = "deltas", "facts"
+#: The access view's (client keys and their grants).
+ACCESS = "access"
 
 
 def registry(rules: Rules | None = None) -> list[Registered]:
@@ -50,6 +55,7 @@ def registry(rules: Rules | None = None) -> list[Registered]:
         Registered(AUDIT_NAME, AuditIndex, AuditIndex.load),
         Registered(DELTAS, DeltaView, DeltaView.load),
         Registered(FACTS, FactView, FactView.load),
+        Registered(ACCESS, AccessView, AccessView.load),
     ]
 
 
@@ -86,6 +92,11 @@ def delta_view(views: Runner | Mapping[str, Projection]) -> DeltaView:
 def fact_view(views: Runner | Mapping[str, Projection]) -> FactView:
     """The fact table among ``views``."""
     return _typed(views, FACTS, FactView)
+
+
+def access_view(views: Runner | Mapping[str, Projection]) -> AccessView:
+    """The access view among ``views``."""
+    return _typed(views, ACCESS, AccessView)
 
 
 def view_names() -> list[str]:

@@ -23,7 +23,7 @@ def test_catalogue_events_round_trip(event: AnyEvent) -> None:
 
 
 def test_every_tag_is_explicit_and_namespaced() -> None:
-    assert len(EVENT_TYPES) == 21
+    assert len(EVENT_TYPES) == 23
     assert all("." in tag for tag in EVENT_TYPES)
 
 

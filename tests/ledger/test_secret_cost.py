@@ -22,7 +22,9 @@ LONGEST = 8192
 UNITS = ["/", "//", "x/", "sk-", "sk-a", "a", "\t", " ", "x://a@", "a=", "'", "a'", "=",
          "password=a ", "password=${X} ", "password=vault.get(a) ", "secret=<x> ",
          "_authToken=", "//a/:_authToken=", "T3BlbkFJ",
-         "sk-aaaaaaaaaaaaaaaaaaaaT3BlbkFJ", "eyJ", "eyJa.", "-----BEGIN ", "bearer ", ":"]
+         "sk-aaaaaaaaaaaaaaaaaaaaT3BlbkFJ", "eyJ", "eyJa.", "-----BEGIN ", "bearer ", ":",
+         # The CURVE key screens: Z85 runs, stripped ends, key-file lines.
+         ")", "aZ9)", "(", 'secret-key = "', "Ab3$"]
 PREFIXES = ["", "password=", "secret: ", "token=", "x", "//a", "sk-", "api_key = '"]
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import zmq
 from contracts import ProjectionContract
 from lessonledger.commands import Ledger, Operation
+from lessonledger.commands.access import GrantAccess, RevokeAccess
 from lessonledger.projections.views import view_names
 
 P = "3f9a0c1b2d4e5f60"
@@ -65,3 +67,19 @@ class TestFacts(ProjectionContract):
 def test_every_registered_view_has_its_contract_test() -> None:
     tested = {kind.view for kind in ProjectionContract.__subclasses__()}
     assert tested == set(view_names())
+
+
+class TestAccess(ProjectionContract):
+    view = "access"
+
+    def workload(self, ledger: Ledger, principal: str, text: str) -> bytes:
+        # Key names carry the text's unique part: a revoked key (its name stays in the
+        # view as revoked) and a granted one (its grant). The revocation's envelope
+        # names nobody: erasing the grantee takes it through the key it revoked.
+        mark = text.removeprefix("SECRET<").removesuffix(">")
+        for name in (f"old-{mark}", f"now-{mark}"):
+            ledger.execute(GrantAccess(key=f"g-{name}", key_name=name, principal=principal,
+                                       public_key=zmq.curve_keypair()[0].decode(),
+                                       read=[P], write=[P]))
+        ledger.execute(RevokeAccess(key=f"r-{mark}", key_name=f"old-{mark}"))
+        return mark.encode()
