@@ -268,7 +268,8 @@ class Ledger(ReadSide):
                 receipts.append(outcome)
         return receipts
 
-    def execute_each(self, items: Sequence[AnyCommand | SkillCommand | Submission], *,
+    def execute_each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
+                     *,
                      checked: bool = False) -> list[Receipt | LessonLedgerError]:
         """Group commit: run commands (and raw submissions) in ONE durable transaction.
 
@@ -311,7 +312,7 @@ class Ledger(ReadSide):
                 continue
             return [cast_result(r) for r in results]
 
-    def _each(self, items: Sequence[AnyCommand | SkillCommand | Submission],
+    def _each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
               pending: list[int], results: list[Receipt | LessonLedgerError | None]) -> None:
         with self._transaction() as writing:
             for index in pending:

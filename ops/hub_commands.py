@@ -1,8 +1,9 @@
 """``lessonledger serve`` and ``status``: run a hub on a home, and ask one how it is doing.
 
 A hub is the home's one writer; agents anywhere send it commands and queries (see
-:mod:`lessonledger.sync.hub`). Without keys it binds loopback only, and every connection
-writes as the principal given with ``--principal``.
+:mod:`lessonledger.sync.hub`). With ``--key`` it runs CURVE: a client's key must have a
+grant, which names its principal and what it may read and write. Without keys it binds
+loopback only, and every connection writes as the principal given with ``--principal``.
 """
 
 from __future__ import annotations
@@ -16,25 +17,34 @@ from typing import Any
 
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.render import echo, print_json
-from lessonledger.sync.authority import LoopbackAuthority
+from lessonledger.sync.authority import Authority, GrantAuthority, LoopbackAuthority
 from lessonledger.sync.client import RemoteLedger
 from lessonledger.sync.hub import DEFAULT_BIND, Hub, HubConfig, is_loopback
+from lessonledger.sync.keys import load_secret
 
 __all__ = ["add_remote", "register", "remote"]
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    if not is_loopback(args.bind):
+    if args.key is None and not is_loopback(args.bind):
         msg = (f"refusing to bind {args.bind} without CURVE keys: anyone who can reach it "
-               "could write as the hub's principal; bind tcp://127.0.0.1:PORT")
+               "could write as the hub's principal; bind tcp://127.0.0.1:PORT, or give "
+               "--key HUB.key_secret (see `lessonledger keys new`)")
         raise LedgerConfigError(msg)
+    authority: Authority
+    public = secret = b""
+    if args.key is not None:
+        public, secret = load_secret(args.key)
+        authority = GrantAuthority()
+    else:
+        authority = LoopbackAuthority(args.principal, admin=not args.no_admin)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for noisy in ("bm25s",):  # libraries that log every index build at INFO and below
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hub = Hub(HubConfig(home=str(args.home), bind=args.bind, pub=args.pub or "",
-                        queue_bound=args.queue, max_batch=args.max_batch),
-              LoopbackAuthority(args.principal, admin=not args.no_admin))
+                        queue_bound=args.queue, max_batch=args.max_batch,
+                        server_secret=secret, server_public=public), authority)
     # Drain on SIGTERM and on ^C: stop taking work, commit and answer what is queued.
     signal.signal(signal.SIGTERM, lambda *_: hub.stop())
     signal.signal(signal.SIGINT, lambda *_: hub.stop())
@@ -86,6 +96,9 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         f"where clients connect (default {DEFAULT_BIND}); without keys loopback only"))
     serve.add_argument("--pub", default=None, metavar="ENDPOINT",
                        help="where new heads are announced (default: the next port)")
+    serve.add_argument("--key", metavar="FILE", default=None, help=(
+        "the hub's secret key file (HUB.key_secret): CURVE on, clients need a key with "
+        "a grant (`lessonledger access grant`), and their principal is the grant's"))
     serve.add_argument("--principal", default="operator", help=(
         "without keys: the principal every connection writes as (default operator)"))
     serve.add_argument("--no-admin", action="store_true",

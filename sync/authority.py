@@ -1,28 +1,37 @@
 """Who a hub connection is, and what it may do: the seam between the hub and the grants.
 
 The hub never takes a principal from what a client sends. It asks an
-:class:`Authority` for the :class:`Access` of the connection (the CURVE key libzmq
-authenticated, or nothing on a loopback hub without keys) and checks every request
-against it with :func:`require_read`, :func:`require_write` and :func:`require_admin`.
+:class:`Authority` for the :class:`Access` of the connection and checks every request
+against it with :func:`require_read`, :func:`require_write` and :func:`require_admin`,
+which apply :mod:`lessonledger.commands.authorization` to the connection's grant.
 
-:class:`LoopbackAuthority` is the keyless mode: every connection is the one principal
-the operator configured when starting the hub, which is only safe where only the
-operator's own processes can connect (the hub refuses a non-loopback bind without keys).
+- :class:`GrantAuthority` (a hub with CURVE keys): the connection is the key libzmq
+  authenticated (its ZAP User-Id), and its principal and rights are that key's current
+  ``AccessGranted`` grant. The hub refreshes the grants after every commit and while
+  idle, so a grant or a revocation counts from the next request, even on a session
+  already established.
+- :class:`LoopbackAuthority` (a keyless hub): every connection is the one principal the
+  operator configured when starting the hub, which is only safe where only the
+  operator's own processes can connect (the hub refuses a non-loopback bind without
+  keys). It reads and writes every project; ``admin`` is the operator's choice.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from typing import Protocol
 
 import msgspec
-from lessonledger.commands.errors import CommandError, InvalidCommandError
+from lessonledger.commands import authorization
+from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.projections.access import Grant
 
 __all__ = [
-    "GLOBAL",
     "Access",
     "Authority",
+    "GrantAuthority",
     "LoopbackAuthority",
-    "NotGrantedError",
     "may_read",
     "require_admin",
     "require_own_principal",
@@ -30,44 +39,19 @@ __all__ = [
     "require_write",
 ]
 
-#: The scope of global lessons, readable with any grant.
-GLOBAL = "global"
-
-
-class NotGrantedError(CommandError):
-    """The connection's grant does not cover the request; nothing was done.
-
-    Attributes:
-        principal: whose key asked.
-        project: the project (or ``*`` for admin work) it needed a grant on.
-        needed: ``read``, ``write`` or ``admin``.
-    """
-
-    def __init__(self, principal: str, project: str, needed: str) -> None:
-        on = "" if needed == "admin" else f" on project {project}"
-        msg = (f"principal {principal!r} has no {needed} grant{on}; ask the hub's operator "
-               f"for one (`lessonledger access grant NAME --{needed}"
-               f"{'' if needed == 'admin' else ' ' + project}`)")
-        super().__init__(msg)
-        self.principal = principal
-        self.project = project
-        self.needed = needed
-
 
 class Access(msgspec.Struct, frozen=True):
     """What one connection may do.
 
     Attributes:
         principal: stamped on every event the hub writes for it, and on its recalls.
-        read: the projects it may read; None for every project.
-        write: the projects it may write; None for every project.
-        admin: whether it may erase, grant and run ledger-wide commands.
+        grant: the connection key's grant; None on a keyless hub.
+        admin: on a keyless hub, whether connections may erase, grant and reconcile.
         key: the client's Z85 CURVE public key, empty on a keyless hub.
     """
 
     principal: str
-    read: frozenset[str] | None = None
-    write: frozenset[str] | None = None
+    grant: Grant | None = None
     admin: bool = False
     key: str = ""
 
@@ -80,6 +64,14 @@ class Authority(Protocol):
 
     def access(self, user_id: str | None) -> Access | None:
         """The access of the connection whose ZAP User-Id is ``user_id`` (None: no CURVE)."""
+        ...
+
+    def allowed(self, key: bytes) -> bool:
+        """Whether a CURVE client key (Z85) may connect now (the ZAP handler asks)."""
+        ...
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Take the grants now in force (the hub's writer calls it as they change)."""
         ...
 
 
@@ -100,31 +92,64 @@ class LoopbackAuthority:
         """The configured access, whatever the connection (there are no keys to tell)."""
         return self._access
 
+    def allowed(self, key: bytes) -> bool:
+        """A keyless hub authenticates nobody: no CURVE client is let in."""
+        return False
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Grants do not matter to a keyless hub."""
+
+
+class GrantAuthority:
+    """Connections are their CURVE keys, with the rights of the keys' grants."""
+
+    mode = "curve"
+
+    def __init__(self) -> None:
+        self._grants: dict[str, Grant] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Take the grants now in force; a key without one is refused from now on."""
+        fresh = {grant.public_key: grant for grant in grants}
+        with self._lock:
+            self._grants = fresh
+
+    def allowed(self, key: bytes) -> bool:
+        """Whether the key has a grant now."""
+        return key.decode("ascii", "replace") in self._grants
+
+    def access(self, user_id: str | None) -> Access | None:
+        """The access of the key's grant, or None when the key has none (now)."""
+        grant = self._grants.get(user_id or "")
+        if grant is None:
+            return None
+        return Access(principal=grant.principal, grant=grant, key=grant.public_key)
+
 
 def may_read(access: Access, project: str) -> bool:
     """Whether ``access`` may read ``project`` (global lessons come with any grant)."""
-    return (access.admin or access.read is None or project in (GLOBAL, "")
-            or project in access.read)
+    return authorization.may_read(access.grant, project) if access.grant is not None else True
 
 
 def require_read(access: Access, project: str) -> None:
     """Refuse unless ``access`` may read ``project``.
 
     Raises:
-        NotGrantedError: it may not.
+        AccessRefusedError: it may not.
     """
-    if not may_read(access, project):
-        raise NotGrantedError(access.principal, project, "read")
+    if access.grant is not None:
+        authorization.require_read(access.grant, project)
 
 
 def require_write(access: Access, project: str) -> None:
     """Refuse unless ``access`` may write ``project`` (``global`` needs its own grant).
 
     Raises:
-        NotGrantedError: it may not.
+        AccessRefusedError: it may not.
     """
-    if not (access.admin or access.write is None or project in access.write):
-        raise NotGrantedError(access.principal, project, "write")
+    if access.grant is not None:
+        authorization.require_write(access.grant, project)
 
 
 def require_own_principal(access: Access, given: str) -> None:
@@ -139,11 +164,13 @@ def require_own_principal(access: Access, given: str) -> None:
         raise InvalidCommandError(msg, "$.principal")
 
 
-def require_admin(access: Access) -> None:
+def require_admin(access: Access, what: str = "erase, grant or reconcile") -> None:
     """Refuse unless ``access`` is an admin's.
 
     Raises:
-        NotGrantedError: it is not.
+        AccessRefusedError: it is not.
     """
-    if not access.admin:
-        raise NotGrantedError(access.principal, "*", "admin")
+    if access.grant is not None:
+        authorization.require_admin(access.grant, what)
+    elif not access.admin:
+        raise AccessRefusedError(access.principal, "", "admin", what)

@@ -33,7 +33,7 @@ from uuid import UUID
 
 import msgspec
 import zmq
-import zmq.auth
+from lessonledger.commands.access import AccessCommand
 from lessonledger.commands.audit import Why
 from lessonledger.commands.erasure import Erasure
 from lessonledger.commands.messages import (
@@ -57,6 +57,7 @@ from lessonledger.projections.lesson_rows import LessonRow
 from lessonledger.projections.outcome_stats import ProjectStats
 from lessonledger.projections.recall import Recall
 from lessonledger.sync import wire
+from lessonledger.sync.keys import load_public, load_secret
 
 __all__ = ["HubUnavailableError", "RemoteLedger", "is_remote"]
 
@@ -88,21 +89,20 @@ def is_remote(target: str | os.PathLike[str]) -> bool:
 
 def _load_keys(key: str | os.PathLike[str] | None, server_key: str | os.PathLike[str] | None
                ) -> tuple[bytes, bytes, bytes] | None:
+    """This client's key pair and the hub's public key, or None for a keyless hub.
+
+    Raises:
+        LedgerConfigError: one of the two is given without the other.
+        KeyFileError: a key file is missing or malformed.
+    """
     if key is None and server_key is None:
         return None
     if key is None or server_key is None:
-        msg = "CURVE needs both key= (your secret key file) and server_key= (the hub's key)"
+        msg = ("CURVE needs both key= (your NAME.key_secret file) and server_key= (the "
+               "hub's public key file)")
         raise LedgerConfigError(msg)
-    try:
-        public, secret = zmq.auth.load_certificate(os.fspath(key))
-        server, _ = zmq.auth.load_certificate(os.fspath(server_key))
-    except (OSError, ValueError) as e:
-        msg = f"cannot read a CURVE key: {e}; make one with `lessonledger keys new NAME`"
-        raise LedgerConfigError(msg) from e
-    if secret is None:
-        msg = f"{key} holds no secret key; pass the .key_secret file as key="
-        raise LedgerConfigError(msg)
-    return public, secret, server
+    public, secret = load_secret(key)
+    return public, secret, load_public(server_key)
 
 
 class RemoteLedger:
@@ -216,7 +216,7 @@ class RemoteLedger:
 
     # -- commands ------------------------------------------------------------------------
 
-    def execute(self, command: AnyCommand | SkillCommand) -> Receipt:
+    def execute(self, command: AnyCommand | SkillCommand | AccessCommand) -> Receipt:
         """Run one command on the hub; the receipt comes once its commit is durable.
 
         Raises:
@@ -225,7 +225,8 @@ class RemoteLedger:
         reply = self.call(wire.CommandRequest(msgspec.Raw(msgspec.msgpack.encode(command))))
         return _receipt(reply)
 
-    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand]) -> list[Receipt]:
+    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand | AccessCommand]
+                    ) -> list[Receipt]:
         """Run commands in turn in one transaction on the hub: every one, or none.
 
         Raises:

@@ -33,7 +33,8 @@ from typing import Any, Literal
 
 import msgspec
 import zmq
-from lessonledger.commands.errors import CommandError, InvalidCommandError
+from lessonledger.commands.access import AccessCommand
+from lessonledger.commands.errors import AccessRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -52,6 +53,7 @@ from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.submission import Submission, parse_submission
 from lessonledger.sync import wire
+from lessonledger.sync.authenticator import Authenticator, client_key, start_authenticator
 from lessonledger.sync.authority import (
     Access,
     Authority,
@@ -70,6 +72,8 @@ log = logging.getLogger("lessonledger.hub")
 DEFAULT_BIND = "tcp://127.0.0.1:7650"
 #: Milliseconds a client is told to wait before retrying a busy hub.
 RETRY_AFTER_MS = 20
+#: Seconds between two looks, while idle, for grants another process committed.
+GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
 
@@ -77,7 +81,7 @@ _OUTBOX = "inproc://lessonledger-hub-outbox"
 _REPLY, _HEAD = b"r", b"h"
 _head = struct.Struct(">Q")
 
-_command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand)
+_command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
 _erase = msgspec.msgpack.Decoder(Erase)
 
 
@@ -222,18 +226,24 @@ class Hub:
         # libzmq drops (and disconnects) anything far over our limit before we see it;
         # a frame somewhat over it still reaches decode_frame and gets a typed refusal.
         router.setsockopt(zmq.MAXMSGSIZE, 2 * wire.MAX_FRAME_BYTES)
+        auth: Authenticator | None = None
         if self.config.server_secret:
+            # ZAP is per context: the handler asks the authority at every handshake, so
+            # a key without a grant never gets a message through.
+            auth = start_authenticator(ctx, self.authority.allowed,
+                                       on_refused=lambda _key: self.stats.refused("key"))
             for sock in (router, pub):
                 sock.curve_secretkey = self.config.server_secret
                 sock.curve_publickey = self.config.server_public
                 sock.curve_server = True
-                sock.zap_domain = b"lessonledger"
         try:
             router.bind(self.config.bind)
             pub.bind(self._pub_endpoint)
         except zmq.ZMQError as e:
             for sock in (router, pub, outbox):
                 sock.close(0)
+            if auth is not None:
+                auth.stop()
             msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
             raise LedgerConfigError(msg) from e
         failure: list[BaseException] = []
@@ -257,6 +267,8 @@ class Hub:
             self._forward(router, pub, outbox, block=False)
             for sock in (router, pub, outbox):
                 sock.close()
+            if auth is not None:
+                auth.stop()
             if self._own_context:
                 self._context.term()
         if failure:
@@ -350,9 +362,11 @@ class Hub:
             request = frame.id
             access = self.authority.access(user_id)
             if access is None:
-                log.warning("refused client %s: key %s has no grant", identity.hex(), user_id)
-                self.stats.refused("access")
-                return  # an unknown key gets nothing, not even a refusal
+                # Its key was let in at the handshake, and its grant is gone since (a
+                # revocation does not cut a CURVE session): refused from now on.
+                log.warning("refused client %s: key %s has no grant now", identity.hex(),
+                            user_id)
+                raise _Refusal(AccessRefusedError("", "", "read", "use this hub"))
             self._dispatch(router, identity, frame, access)
         except wire.WireError as e:
             log.warning("refused a frame from client %s: %s", identity.hex(), e.problem)
@@ -419,6 +433,8 @@ class Hub:
         try:
             ledger.catch_up()
             self.head = ledger.head()
+            self.authority.refresh(ledger.grants())
+            refreshed = time.monotonic()
             self._ready.wait(timeout=120)
             while True:
                 try:
@@ -426,6 +442,12 @@ class Hub:
                 except queue.Empty:
                     if self._front_done.is_set():
                         return
+                    if time.monotonic() - refreshed > GRANTS_EVERY:
+                        # Another process (`lessonledger access grant` on the home) may
+                        # have changed the grants: fold its events, take them.
+                        ledger.catch_up()
+                        self.authority.refresh(ledger.grants())
+                        refreshed = time.monotonic()
                     continue
                 group = self._gather(first)
                 self._commit(ledger, group, outbox)
@@ -490,6 +512,9 @@ class Hub:
             if work.kind in ("batch", "erase"):
                 replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
+        if any(work.kind in ("command", "batch") for work in group):
+            # Before anyone is answered: a revocation counts from its own receipt on.
+            self.authority.refresh(ledger.grants())
         seconds = time.perf_counter() - started
         self.stats.batch(len(group), self.head - before, seconds)
         log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
@@ -548,11 +573,7 @@ class Hub:
 
 def _user_id(frame: zmq.Frame) -> str | None:
     """The ZAP User-Id of a CURVE connection (the client's Z85 key), None without CURVE."""
-    try:
-        value = frame.get("User-Id")
-    except (zmq.ZMQError, KeyError):
-        return None
-    return str(value) if value else None
+    return client_key(frame) or None
 
 
 def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -> _Work:
@@ -587,8 +608,8 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
     raise wire.WireError(msg, "kind")
 
 
-def _checked(command: AnyCommand | SkillCommand, access: Access
-             ) -> AnyCommand | SkillCommand:
+def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
+             ) -> AnyCommand | SkillCommand | AccessCommand:
     """The command as the ledger would check it, with the connection's principal."""
     command = checked_command(command)
     refuse_credentials(command)
@@ -596,8 +617,8 @@ def _checked(command: AnyCommand | SkillCommand, access: Access
     return msgspec.structs.replace(command, principal=access.principal)
 
 
-def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand:
-    command: AnyCommand | SkillCommand = _command.decode(raw)
+def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:
+    command: AnyCommand | SkillCommand | AccessCommand = _command.decode(raw)
     return command
 
 

@@ -71,7 +71,7 @@ class HubProcess:
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, wait: float = 60.0) -> None:
+    def start(self, wait: float = 60.0, client: RemoteLedger | None = None) -> None:
         if not (self.home / "data.mdb").exists():
             subprocess.run([lessonledger(), "--home", str(self.home), "init"], check=True,
                            capture_output=True)
@@ -81,7 +81,7 @@ class HubProcess:
                  "--pub", f"tcp://127.0.0.1:{self.pub_port}", *self.extra],
                 stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + wait
-        with RemoteLedger(self.endpoint, timeout=1.0, deadline=wait) as client:
+        with client or RemoteLedger(self.endpoint, timeout=1.0, deadline=wait) as client:
             while True:
                 assert self.proc.poll() is None, self.log.read_text()
                 try:

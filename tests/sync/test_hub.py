@@ -18,6 +18,7 @@ import zmq
 from hubtools import HubProcess, hub, outcome
 from lessonledger.commands import Operation, Receipt
 from lessonledger.commands.errors import (
+    AccessRefusedError,
     BatchRefusedError,
     InvalidCommandError,
     StaleVersionError,
@@ -26,7 +27,6 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import EditLesson, command_from
 from lessonledger.ledger.errors import InvalidEventError
 from lessonledger.sync import RemoteLedger, open_ledger, wire
-from lessonledger.sync.authority import NotGrantedError
 
 P = "a" * 32
 
@@ -328,10 +328,10 @@ def test_erasure_over_the_wire_and_admin_refusals(tmp_path: Path) -> None:
             RemoteLedger(plain_hub.endpoint) as plain:
         plain.observe_outcome(key="kept", project=P, session="kept", passed=True)
         head = plain.head()
-        with pytest.raises(NotGrantedError) as refused:
+        with pytest.raises(AccessRefusedError) as refused:
             plain.erase(key="erase-2", what="session", subject="kept")
         assert refused.value.needed == "admin"
-        with pytest.raises(NotGrantedError):
+        with pytest.raises(AccessRefusedError):
             plain.reconcile(key="r", now="2026-01-01T00:00:00Z")
         assert plain.head() == head
         assert "refused" in plain_hub.log.read_text()
