@@ -497,7 +497,13 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(r.error).__name__)
         if single:
-            results = ledger.execute_each([item for _, item in single], checked=True)
+            try:
+                results = ledger.execute_each([item for _, item in single], checked=True)
+            except LessonLedgerError as e:
+                # The store failed under the commit (disk full): nothing of the group was
+                # written, and every client of it is told so, rather than left waiting.
+                log.error("the group commit failed: %s", e)
+                results = [e] * len(single)
             for (work, _), result in zip(single, results, strict=True):
                 if isinstance(result, Receipt):
                     body: msgspec.Struct = _receipted(result)
@@ -528,7 +534,11 @@ class Hub:
         try:
             if work.kind == "erase":
                 require_admin(work.access)
-                erasure = ledger.erase(**msgspec.structs.asdict(work.items[0]))
+                command = work.items[0]
+                require_own_principal(work.access, command.principal)
+                fields = msgspec.structs.asdict(command)
+                fields["principal"] = work.access.principal
+                erasure = ledger.erase(**fields)
                 return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),
                               work.request)
             commands = [_authorized(ledger, _Work(work.identity, work.request, "command",
@@ -536,11 +546,13 @@ class Hub:
             receipts = ledger.execute_all(commands)
             return _reply(wire.Receipts([_receipted(r) for r in receipts]), work.request)
         except _Refusal as r:
-            self.stats.refused(type(r.error).__name__)
-            return _reply(_refused(r.error), work.request)
+            error: LessonLedgerError = r.error
         except LessonLedgerError as e:
-            self.stats.refused(type(e).__name__)
-            return _reply(_refused(e), work.request)
+            error = e
+        self.stats.refused(type(error).__name__)
+        log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                 type(error).__name__)
+        return _reply(_refused(error), work.request)
 
     # -- the reader ----------------------------------------------------------------------
 
