@@ -13,23 +13,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import lmdb
-import msgspec
-from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ops import (
     access_commands,
+    completion_commands,
     erasure_commands,
     home_commands,
     hub_commands,
     lesson_commands,
+    mcp_commands,
+    metrics_commands,
     recall_commands,
     skill_commands,
 )
 from lessonledger.ops.bench import commands as bench_commands
 from lessonledger.ops.config import HOME_ENV, default_home
-from lessonledger.ops.render import printable
+from lessonledger.ops.failures import failure
 
-__all__ = ["main"]
+__all__ = ["main", "parser"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     erasure_commands.register(sub, _Parser)
     skill_commands.register(sub, _Parser)
     access_commands.register(sub, _Parser)
+    mcp_commands.register(sub, _Parser)
+    metrics_commands.register(sub, _Parser)
+    completion_commands.register(sub, _Parser)
     bench_commands.register(sub, _Parser)
     _describe(parser)
     return parser
@@ -82,6 +85,11 @@ def _describe(parser: argparse.ArgumentParser) -> None:
                 _describe(child)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, every verb wired (what completion scripts are made from)."""
+    return _parser()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     parser = _parser()
@@ -89,32 +97,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.home = args.home or default_home(demo=getattr(args, "demo", False))
     try:
         return int(args.run(args))
-    except LedgerStorageError as e:
-        print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
-        return 1
-    except LessonLedgerError as e:
-        print(f"lessonledger: {printable(str(e))}", file=sys.stderr)
-        return 2
-    except msgspec.ValidationError as e:
-        print(f"lessonledger: invalid input: {printable(str(e))}; fix it and retry",
-              file=sys.stderr)
-        return 2
-    except (UnicodeDecodeError, UnicodeEncodeError) as e:
-        print(f"lessonledger: input is not UTF-8 text ({e.reason}); convert it and retry",
-              file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
-    except OSError as e:
-        where = f": {e.filename}" if e.filename else ""
-        print(f"lessonledger: {e.strerror or e}{where}; nothing after that was done",
-              file=sys.stderr)
-        return 1
-    except lmdb.Error as e:
-        print(f"lessonledger: the store failed: {e}; nothing of the failed step was "
-              "committed", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("lessonledger: interrupted; what was committed before stays committed",
               file=sys.stderr)
         return 130
+    except Exception as e:
+        failed = failure(e)
+        if failed is None:
+            raise
+        print(failed.line, file=sys.stderr)
+        return failed.code

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,20 +24,27 @@ settings.register_profile("dev", deadline=None, max_examples=50)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-def _digests(top: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(top)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for sub in SUBPACKAGES
-        for p in sorted((top / sub).rglob("*"))
-        if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
-    }
+def _moved() -> dict[str, str]:
+    """Checkout files the wheel installs elsewhere (the package's top: see pyproject)."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        wheel = tomllib.load(f)["tool"]["hatch"]["build"]["targets"]["wheel"]
+    return dict(wheel.get("force-include", {}))
+
+
+def _digests(top: Path, moved: dict[str, str]) -> dict[str, str]:
+    files = [p.relative_to(top) for sub in SUBPACKAGES for p in sorted((top / sub).rglob("*"))
+             if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")]
+    files += [Path(target) for target in moved.values() if (top / target).is_file()]
+    return {moved.get(str(path), str(path)): hashlib.sha256((top / path).read_bytes()).hexdigest()
+            for path in files}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     import lessonledger.ledger
 
     installed = Path(lessonledger.ledger.__file__).resolve().parent.parent
-    if _digests(installed) != _digests(ROOT):
+    moved = _moved()
+    if _digests(installed, moved) != _digests(ROOT, moved):
         pytest.exit("installed lessonledger is stale: run `pip install --no-deps .`", returncode=2)
 
 
