@@ -6,6 +6,7 @@ ledger's commands, and the authenticator asks the ledger at each handshake.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,10 +75,8 @@ def _offer(socket: zmq.Socket[bytes], data: bytes) -> None:
     A DEALER with no connected peer blocks on send, and a refused handshake can tear the
     pipe down before the send is queued (it did under load): never wait for it.
     """
-    try:
+    with contextlib.suppress(zmq.Again):
         socket.send(data, zmq.NOBLOCK)
-    except zmq.Again:
-        pass
 
 
 def _client(context: zmq.Context[zmq.Socket[bytes]], hub: _Hub,
