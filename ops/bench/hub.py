@@ -189,14 +189,20 @@ class _Hub:
             [sys.executable, "-m", "lessonledger.ops", "--home", str(home), "serve",
              "--bind", self.endpoint, "--pub", f"tcp://127.0.0.1:{pub}"],
             stdout=subprocess.DEVNULL, stderr=self._err)
-        with RemoteLedger(self.endpoint, timeout=1.0, deadline=120.0) as client:
-            while True:
-                try:
-                    client.status()
-                    return
-                except HubUnavailableError:
-                    if self.proc.poll() is not None:
-                        raise
+        try:
+            with RemoteLedger(self.endpoint, timeout=1.0, deadline=120.0) as client:
+                while True:
+                    try:
+                        client.status()
+                        return
+                    except HubUnavailableError:
+                        if self.proc.poll() is not None:
+                            raise
+        except BaseException:
+            self.proc.kill()  # a hub that never answered is not left running
+            self.proc.wait()
+            self._err.close()
+            raise
 
     def status(self) -> Any:
         with RemoteLedger(self.endpoint) as client:

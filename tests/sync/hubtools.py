@@ -81,14 +81,18 @@ class HubProcess:
                  "--pub", f"tcp://127.0.0.1:{self.pub_port}", *self.extra],
                 stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + wait
-        with client or RemoteLedger(self.endpoint, timeout=1.0, deadline=wait) as client:
-            while True:
-                assert self.proc.poll() is None, self.log.read_text()
-                try:
-                    client.status()
-                    return
-                except HubUnavailableError:
-                    assert time.monotonic() < deadline, self.log.read_text()
+        try:
+            with client or RemoteLedger(self.endpoint, timeout=1.0, deadline=wait) as probe:
+                while True:
+                    assert self.proc.poll() is None, self.log.read_text()
+                    try:
+                        probe.status()
+                        return
+                    except HubUnavailableError:
+                        assert time.monotonic() < deadline, self.log.read_text()
+        except BaseException:
+            self.kill()  # a hub that never answered is not left running
+            raise
 
     def terminate(self, timeout: float = 60.0) -> int:
         assert self.proc is not None

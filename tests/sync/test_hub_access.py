@@ -61,8 +61,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess
         grant(ledger, keys, "ops", "operator", admin=True)
         grant(ledger, keys, "gone", "gone", read=[P], write=[P])
     server = HubProcess(base / "home", base / "hub.log", "--key", str(keys.secret("hub")))
-    server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
     try:
+        server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
         yield server, keys
     finally:
         server.kill()
