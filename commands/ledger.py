@@ -76,11 +76,12 @@ from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
 from lessonledger.commands.skills import Skills
+from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ledger.events import AnyEvent, decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
-from lessonledger.ledger.submission import new_event
+from lessonledger.ledger.submission import Submission, new_event, to_new_event
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
@@ -295,6 +296,77 @@ class Ledger(ReadSide):
                 receipts.append(outcome)
         return receipts
 
+    def execute_each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
+                     *,
+                     checked: bool = False) -> list[Receipt | LessonLedgerError]:
+        """Group commit: run commands (and raw submissions) in ONE durable transaction.
+
+        Each is decided in arrival order from the log as the ones before it left it, with
+        its policies, exactly as :meth:`execute` would decide it then; a refused one
+        leaves nothing of its own and its neighbours still commit. The returned list has,
+        in order, each one's receipt or the error that refused it. When the commit
+        itself fails (the store), the error is raised and nothing was written.
+
+        A refusal is decided before anything of the command is appended, so the common
+        case costs no undo. Should one fail after appending (a policy error, a stream
+        conflict a submission brings), the whole transaction is abandoned and the batch
+        run again without it: what commits is always what a serial run would commit.
+
+        With ``checked`` the caller has already run ``checked_command`` and the
+        credential screen on every command (a hub does, on its front thread, so they
+        stay off the one writer's path); they are not run again here.
+        """
+        results: list[Receipt | LessonLedgerError | None] = [None] * len(items)
+        pending: list[int] = []
+        items = list(items)
+        for index, item in enumerate(items):
+            if checked or isinstance(item, Submission):
+                pending.append(index)
+                continue
+            try:
+                command = checked_command(_not_erase(item))
+                refuse_credentials(command)
+            except CommandError as e:
+                results[index] = e
+                continue
+            items[index] = command
+            pending.append(index)
+        while True:
+            try:
+                self._each(items, pending, results)
+            except _Undone as undone:
+                results[undone.index] = undone.error
+                pending.remove(undone.index)
+                continue
+            return [cast_result(r) for r in results]
+
+    def _each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
+              pending: list[int], results: list[Receipt | LessonLedgerError | None]) -> None:
+        with self._transaction() as writing:
+            for index in pending:
+                item = items[index]
+                before = writing.appended
+                try:
+                    if isinstance(item, Submission):
+                        outcome: Receipt | LessonLedgerError = self._submit(item, writing)
+                    else:
+                        parent = command_id(item.key)
+                        outcome = (self._receipt(item, parent, writing)
+                                   or self._decide(item, parent, writing))
+                except LedgerStorageError:
+                    raise
+                except LessonLedgerError as e:
+                    if writing.appended != before:
+                        raise _Undone(index, e) from e
+                    outcome = e
+                results[index] = outcome
+
+    def _submit(self, submission: Submission, writing: Writing) -> Receipt:
+        """Append one raw submission (idempotent by its event id) and fold it."""
+        positions = writing.append([to_new_event(submission)])
+        self._fold(writing, writing.append)
+        return Receipt([int(p) for p in positions])
+
     @contextmanager
     def _transaction(self) -> Iterator[Writing]:
         """The log's write transaction, with the view caught up inside it; settle after."""
@@ -476,6 +548,21 @@ def _not_erase(command: C | Erase) -> C:
         msg = "an erasure is not run by execute; call Ledger.erase (or lessonledger erase)"
         raise InvalidCommandError(msg, "$.command")
     return command
+
+
+class _Undone(Exception):
+    """A command of a group commit failed after appending: undo all, run without it."""
+
+    def __init__(self, index: int, error: LessonLedgerError) -> None:
+        super().__init__(index)
+        self.index = index
+        self.error = error
+
+
+def cast_result(result: Receipt | LessonLedgerError | None) -> Receipt | LessonLedgerError:
+    """A group commit's result, every slot of which was filled."""
+    assert result is not None
+    return result
 
 
 def cast_bytes(payload: bytes | None) -> bytes:

@@ -19,6 +19,7 @@ from lessonledger.ops import (
     erasure_commands,
     export_commands,
     home_commands,
+    hub_commands,
     lesson_commands,
     mcp_commands,
     metrics_commands,
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
     home_commands.register(sub, _Parser)
+    hub_commands.register(sub, _Parser)
     lesson_commands.register(sub, _Parser)
     recall_commands.register(sub, _Parser)
     erasure_commands.register(sub, _Parser)

@@ -16,6 +16,7 @@ import msgspec
 from lessonledger.ledger.log import EventLog
 from lessonledger.ledger.verify import verify
 from lessonledger.ops.config import LOG_NAME, open_log, open_logs
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.progress import bar
 from lessonledger.ops.render import (
     add_read_only,
@@ -25,6 +26,7 @@ from lessonledger.ops.render import (
     record_json,
     record_line,
 )
+from lessonledger.sync.queries import MAX_LOG_RECORDS
 from lessonledger.sync.state import excused
 
 __all__ = ["register"]
@@ -42,6 +44,15 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
         return show_snapshots(args.home, as_json=bool(args.json),
                               read_only=bool(args.read_only))
+    if args.to:
+        with remote(args) as hub:
+            records = hub.read_log(args.start, args.limit or MAX_LOG_RECORDS)
+        for record in records:
+            if args.json:
+                print_json(record_json(record))
+            else:
+                print(record_line(record))
+        return 0
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         for record in log.read(args.start, limit=args.limit):
             if args.json:
@@ -118,6 +129,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     log.add_argument("--json", action="store_true", help="one JSON object per line")
     log.add_argument("--snapshots", action="store_true",
                      help="list the snapshots instead of the events")
+    add_remote(log)
     log.set_defaults(run=_cmd_log)
     check = sub.add_parser("verify", help="recompute the hash chain and body commitments")
     check.add_argument("--json", action="store_true", help="print the report as JSON")

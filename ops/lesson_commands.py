@@ -32,16 +32,18 @@ from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops import charts
 from lessonledger.ops.config import require_home, sync_setting
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.progress import bar
 from lessonledger.ops.render import add_read_only, echo, parse_time, print_json, timestamp
 from lessonledger.projections.lessons import LessonRow
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import lesson_view, registry, view_names
+from lessonledger.sync.client import RemoteLedger
 from lessonledger.sync.replica import queue_commands, replica_info
 from lessonledger.sync.snapshots import is_replica
 
-__all__ = ["open_lessons", "open_queries", "register", "row_json"]
+__all__ = ["asking", "open_lessons", "open_queries", "register", "row_json"]
 
 
 @contextmanager
@@ -61,6 +63,17 @@ def open_lessons(home: Path) -> Iterator[Ledger]:
         yield ledger
     finally:
         ledger.close()
+
+
+@contextmanager
+def asking(args: argparse.Namespace) -> Iterator[Reader | RemoteLedger]:
+    """The read side a query verb asks: a hub's with ``--to``, else the home's."""
+    if getattr(args, "to", None):
+        with remote(args) as hub:
+            yield hub
+    else:
+        with open_queries(args.home, read_only=args.read_only) as reader:
+            yield reader
 
 
 @contextmanager
@@ -95,7 +108,7 @@ def _line(row: LessonRow) -> str:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         rows = reader.catalogue(args.project, everything=args.all)
     for row in rows:
         if args.json:
@@ -111,7 +124,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     chart = getattr(args, "chart", None)
     if chart is not None:
         charts.require()  # before any work: a missing extra is refused in one line
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         row = reader.lesson(reader.find_lesson(args.lesson))
         steps = [(s.occurred_at, s.type, s.confidence)
                  for s in reader.why(row.lesson_id).steps] if chart is not None else []
@@ -138,7 +151,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         chain = reader.history(reader.find_lesson(args.lesson))
     if args.json:
         print_json([row_json(r) for r in chain])
@@ -224,18 +237,22 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
-    if is_replica(args.home):
+    if not args.to and is_replica(args.home):
         waiting = queue_commands(args.home, [msgspec.json.encode(c) for _, c in commands],
                                  sync=sync_setting())
         echo(f"queued {len(commands)} commands in the outbox ({waiting} waiting); "
              "`lessonledger push` sends them to the hub")
         return 0
-    with open_lessons(args.home) as ledger:
-        try:
-            receipts = ledger.execute_all([command for _, command in commands])
-        except BatchRefusedError as e:
-            msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
-            raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
+    try:
+        if args.to:
+            with remote(args) as hub:
+                receipts = hub.execute_all([command for _, command in commands])
+        else:
+            with open_lessons(args.home) as ledger:
+                receipts = ledger.execute_all([command for _, command in commands])
+    except BatchRefusedError as e:
+        msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
+        raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
     for (_, command), receipt in zip(commands, receipts, strict=True):
         print_json({"key": command.key, **msgspec.to_builtins(receipt)})
     return 0
@@ -281,6 +298,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     ls.add_argument("--all", action="store_true", help="include superseded and retired")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     add_read_only(ls)
+    add_remote(ls)
     ls.set_defaults(run=_cmd_list)
     for name, run, about in (
         ("show", _cmd_show, "one lesson: its confidence and the events that moved it"),
@@ -290,6 +308,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.add_argument("lesson", help="lesson id, or a unique prefix of it")
         p.add_argument("--json", action="store_true", help="print as JSON")
         add_read_only(p)
+        add_remote(p)
         p.set_defaults(run=run)
     p = which.choices["show"]
     p.add_argument("--chart", type=charts.chart_file, metavar="FILE.png|svg", help=(
@@ -309,6 +328,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.set_defaults(run=run)
     publish = sub.add_parser("publish", help="run commands given as JSON lines (see README)")
     publish.add_argument("file", nargs="?", default="-", help="a file, or - for stdin")
+    add_remote(publish)
     publish.set_defaults(run=_cmd_publish)
     rebuild = sub.add_parser("rebuild", help="drop a view and rebuild it from position 0")
     rebuild.add_argument("view", nargs="?", default="all", choices=[*view_names(), "all"],

@@ -16,7 +16,8 @@ from lessonledger.commands.audit import Why
 from lessonledger.commands.errors import UnknownLessonError
 from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.lesson_commands import open_queries, row_json
+from lessonledger.ops.hub_commands import add_remote
+from lessonledger.ops.lesson_commands import asking, row_json
 from lessonledger.ops.render import (
     TimeRangeError,
     add_read_only,
@@ -26,6 +27,7 @@ from lessonledger.ops.render import (
     time_fields,
     timestamp,
 )
+from lessonledger.sync.client import RemoteLedger
 
 __all__ = ["register", "why_json"]
 
@@ -42,7 +44,7 @@ def _as_of(text: str) -> int | datetime:
         raise argparse.ArgumentTypeError(msg) from e
 
 
-def _position(reader: Reader, as_of: int | datetime | None) -> int | None:
+def _position(reader: Reader | RemoteLedger, as_of: int | datetime | None) -> int | None:
     if as_of is None or isinstance(as_of, int):
         head = reader.head()
         if isinstance(as_of, int) and as_of > head:
@@ -54,13 +56,13 @@ def _position(reader: Reader, as_of: int | datetime | None) -> int | None:
     return reader.position_at(since // timedelta(microseconds=1) * 1000)
 
 
-def _unrecorded(reader: Reader) -> dict[str, bool]:
+def _unrecorded(reader: Reader | RemoteLedger) -> dict[str, bool]:
     """On a home nobody may write, an answer says that what it showed was not recorded."""
     return {} if reader.records else {"recorded": False}
 
 
 def _cmd_recall(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         record = args.record and as_of is None and reader.records
         result = reader.recall(args.project, args.query, session=args.session,
@@ -76,7 +78,7 @@ def _cmd_recall(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         record = args.record and as_of is None and reader.records
         result = reader.check(args.project, args.operation, args.target, session=args.session,
@@ -89,7 +91,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_why(args: argparse.Namespace) -> int:
-    with open_queries(args.home, read_only=args.read_only) as reader:
+    with asking(args) as reader:
         as_of = _position(reader, args.as_of)
         lesson_id = reader.find_lesson(args.lesson)
         try:
@@ -141,6 +143,7 @@ def _common(p: Any) -> None:
                    help="answer as the ledger stood at a log position or an ISO time")
     p.add_argument("--json", action="store_true", help="print as JSON")
     add_read_only(p)
+    add_remote(p)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

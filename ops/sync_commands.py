@@ -21,7 +21,8 @@ import zmq
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.config import require_home, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
-from lessonledger.ops.render import echo, print_json, progress, timestamp
+from lessonledger.ops.progress import bar
+from lessonledger.ops.render import echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
 from lessonledger.sync.authenticator import start_authenticator
 from lessonledger.sync.keys import load_public, load_secret
@@ -97,16 +98,18 @@ def _cmd_clone(args: argparse.Namespace) -> int:
     for path in keys.values():
         load_public(path)  # a missing or malformed key file is refused before anything
     prepare_clone(args.url, args.dir, name, **keys)
-    with _exchange(args.url, args, replica_info(args.dir)) as exchange:
-        result = pull(args.dir, exchange, sync=sync_setting(), progress=progress("clone"))
+    with _exchange(args.url, args, replica_info(args.dir)) as exchange, \
+            bar(f"clone {args.url}", quiet=args.json) as shown:
+        result = pull(args.dir, exchange, sync=sync_setting(), progress=shown.update)
     _pulled(args, result, f"cloned {args.url} into {args.dir}")
     return 0
 
 
 def _cmd_pull(args: argparse.Namespace) -> int:
     info = replica_info(args.home)
-    with _exchange(info.hub, args, info) as exchange:
-        result = pull(args.home, exchange, sync=sync_setting(), progress=progress("pull"))
+    with _exchange(info.hub, args, info) as exchange, \
+            bar(f"pull {info.hub}", quiet=args.json) as shown:
+        result = pull(args.home, exchange, sync=sync_setting(), progress=shown.update)
     _pulled(args, result, f"pulled from {info.hub}")
     return 0
 

@@ -61,8 +61,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_bench_scale(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import scale as bench_scale
 
-    return _report(args, bench_scale.run(events=args.events, steady=args.steady,
-                                         progress=_say))
+    with _steps(args) as say:
+        result = bench_scale.run(events=args.events, steady=args.steady, progress=say)
+    return _report(args, result)
 
 
 def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
@@ -104,8 +105,19 @@ def _cmd_bench_deltas(args: argparse.Namespace) -> int:
 def _cmd_bench_sync(args: argparse.Namespace) -> int:
     from lessonledger.ops.bench import sync as bench_sync
 
-    return _report(args, bench_sync.run(events=args.events, pull_events=args.pull_events,
-                                        progress=_say))
+    with _steps(args) as say:
+        result = bench_sync.run(events=args.events, pull_events=args.pull_events,
+                                progress=say)
+    return _report(args, result)
+
+
+def _cmd_bench_hub(args: argparse.Namespace) -> int:
+    from lessonledger.ops.bench import hub as bench_hub
+
+    with _steps(args) as say:
+        result = bench_hub.run(commands=args.commands, events=args.events,
+                               local1_commands=args.local1_commands, progress=say)
+    return _report(args, result)
 
 
 def _fraction(text: str) -> float:
@@ -287,4 +299,15 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                          help="new events the measured pull moves (default 1,000)")
     syncing.add_argument("--json", action="store_true", help="print one JSON object")
     syncing.set_defaults(run=_cmd_bench_sync)
+    hub = which.add_parser("hub", help=(
+        "16 publisher processes through a hub vs one in-process ledger, and 16 event "
+        "writers through the hub vs 16 into eventsourcing's SQLite"))
+    hub.add_argument("--commands", type=count_option(10), default=250,
+                     help="observe_outcome commands per publisher (default 250)")
+    hub.add_argument("--events", type=count_option(10), default=500,
+                     help="single events per writer process (default 500)")
+    hub.add_argument("--local1-commands", type=count_option(10), default=1000,
+                     help="commands the durable one-at-a-time baseline runs (default 1,000)")
+    hub.add_argument("--json", action="store_true", help="print one JSON object")
+    hub.set_defaults(run=_cmd_bench_hub)
     _trapworld_parser(which)

@@ -1,0 +1,176 @@
+"""Who a hub connection is, and what it may do: the seam between the hub and the grants.
+
+The hub never takes a principal from what a client sends. It asks an
+:class:`Authority` for the :class:`Access` of the connection and checks every request
+against it with :func:`require_read`, :func:`require_write` and :func:`require_admin`,
+which apply :mod:`lessonledger.commands.authorization` to the connection's grant.
+
+- :class:`GrantAuthority` (a hub with CURVE keys): the connection is the key libzmq
+  authenticated (its ZAP User-Id), and its principal and rights are that key's current
+  ``AccessGranted`` grant. The hub refreshes the grants after every commit and while
+  idle, so a grant or a revocation counts from the next request, even on a session
+  already established.
+- :class:`LoopbackAuthority` (a keyless hub): every connection is the one principal the
+  operator configured when starting the hub, which is only safe where only the
+  operator's own processes can connect (the hub refuses a non-loopback bind without
+  keys). It reads and writes every project; ``admin`` is the operator's choice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+import msgspec
+from lessonledger.commands import authorization
+from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.projections.access import Grant
+
+__all__ = [
+    "Access",
+    "Authority",
+    "GrantAuthority",
+    "LoopbackAuthority",
+    "may_read",
+    "require_admin",
+    "require_own_principal",
+    "require_read",
+    "require_write",
+]
+
+
+class Access(msgspec.Struct, frozen=True):
+    """What one connection may do.
+
+    Attributes:
+        principal: stamped on every event the hub writes for it, and on its recalls.
+        grant: the connection key's grant; None on a keyless hub.
+        admin: on a keyless hub, whether connections may erase, grant and reconcile.
+        key: the client's Z85 CURVE public key, empty on a keyless hub.
+    """
+
+    principal: str
+    grant: Grant | None = None
+    admin: bool = False
+    key: str = ""
+
+
+class Authority(Protocol):
+    """Answers who a connection is; None refuses it."""
+
+    #: How principals are decided, for the hub's status (``loopback`` or ``curve``).
+    mode: str
+
+    def access(self, user_id: str | None) -> Access | None:
+        """The access of the connection whose ZAP User-Id is ``user_id`` (None: no CURVE)."""
+        ...
+
+    def allowed(self, key: bytes) -> bool:
+        """Whether a CURVE client key (Z85) may connect now (the ZAP handler asks)."""
+        ...
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Take the grants now in force (the hub's writer calls it as they change)."""
+        ...
+
+
+class LoopbackAuthority:
+    """Every connection is the configured principal (a keyless hub on loopback).
+
+    Args:
+        principal: the principal the operator named when starting the hub.
+        admin: whether connections may erase and run ledger-wide commands.
+    """
+
+    mode = "loopback"
+
+    def __init__(self, principal: str, *, admin: bool = True) -> None:
+        self._access = Access(principal=principal, admin=admin)
+
+    def access(self, user_id: str | None) -> Access | None:
+        """The configured access, whatever the connection (there are no keys to tell)."""
+        return self._access
+
+    def allowed(self, key: bytes) -> bool:
+        """A keyless hub authenticates nobody: no CURVE client is let in."""
+        return False
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Grants do not matter to a keyless hub."""
+
+
+class GrantAuthority:
+    """Connections are their CURVE keys, with the rights of the keys' grants."""
+
+    mode = "curve"
+
+    def __init__(self) -> None:
+        self._grants: dict[str, Grant] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self, grants: Iterable[Grant]) -> None:
+        """Take the grants now in force; a key without one is refused from now on."""
+        fresh = {grant.public_key: grant for grant in grants}
+        with self._lock:
+            self._grants = fresh
+
+    def allowed(self, key: bytes) -> bool:
+        """Whether the key has a grant now."""
+        return key.decode("ascii", "replace") in self._grants
+
+    def access(self, user_id: str | None) -> Access | None:
+        """The access of the key's grant, or None when the key has none (now)."""
+        grant = self._grants.get(user_id or "")
+        if grant is None:
+            return None
+        return Access(principal=grant.principal, grant=grant, key=grant.public_key)
+
+
+def may_read(access: Access, project: str) -> bool:
+    """Whether ``access`` may read ``project`` (global lessons come with any grant)."""
+    return authorization.may_read(access.grant, project) if access.grant is not None else True
+
+
+def require_read(access: Access, project: str) -> None:
+    """Refuse unless ``access`` may read ``project``.
+
+    Raises:
+        AccessRefusedError: it may not.
+    """
+    if access.grant is not None:
+        authorization.require_read(access.grant, project)
+
+
+def require_write(access: Access, project: str) -> None:
+    """Refuse unless ``access`` may write ``project`` (``global`` needs its own grant).
+
+    Raises:
+        AccessRefusedError: it may not.
+    """
+    if access.grant is not None:
+        authorization.require_write(access.grant, project)
+
+
+def require_own_principal(access: Access, given: str) -> None:
+    """Refuse a request naming a principal other than its connection's (a spoof).
+
+    Raises:
+        InvalidCommandError: ``given`` is set and is not the connection's principal.
+    """
+    if given and given != access.principal:
+        msg = (f"the principal is the one bound to the connection's key "
+               f"({access.principal!r}), not {given!r}; leave it out")
+        raise InvalidCommandError(msg, "$.principal")
+
+
+def require_admin(access: Access, what: str = "erase, grant or reconcile") -> None:
+    """Refuse unless ``access`` is an admin's.
+
+    Raises:
+        AccessRefusedError: it is not.
+    """
+    if access.grant is not None:
+        authorization.require_admin(access.grant, what)
+    elif not access.admin:
+        raise AccessRefusedError(access.principal, "", "admin", what)

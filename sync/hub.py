@@ -1,0 +1,667 @@
+"""The hub: one home's single writer, serving agents anywhere over ZeroMQ.
+
+Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
+
+- the **front** (the thread that calls :meth:`Hub.run`) owns the ROUTER that clients
+  talk to and the PUB that announces heads. It checks each frame (:mod:`.wire`), asks
+  the :class:`~lessonledger.sync.authority.Authority` who sent it, and queues the work;
+  a full queue is answered at once with ``busy``, never dropped. It sends every reply.
+- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It takes what has
+  arrived, up to :attr:`HubConfig.max_batch`, and runs it in one durable transaction
+  (:meth:`Ledger.execute_each`); each client is answered only after that commit.
+- the **reader** answers queries from its own
+  :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB snapshots and never
+  waits for the writer's commit.
+
+Each thread hands the front its replies over an inproc PUSH socket. A client that never
+reads its replies fills its own pipe: the reply is dropped and logged, nobody waits.
+
+SIGTERM (:meth:`Hub.stop`) drains: new work is answered ``busy``, what is queued is
+committed and answered, then :meth:`Hub.run` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+import zmq
+from lessonledger.commands.access import AccessCommand
+from lessonledger.commands.errors import AccessRefusedError, CommandError, InvalidCommandError
+from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.messages import (
+    AnyCommand,
+    DeclareEnvironmentChange,
+    EditLesson,
+    Erase,
+    ObserveOutcome,
+    ProposeLesson,
+    RetireLesson,
+    checked_command,
+)
+from lessonledger.commands.read_side import Reader
+from lessonledger.commands.receipts import Receipt
+from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
+from lessonledger.ledger.submission import Submission, parse_submission
+from lessonledger.sync import wire
+from lessonledger.sync.authenticator import Authenticator, client_key, start_authenticator
+from lessonledger.sync.authority import (
+    Access,
+    Authority,
+    require_admin,
+    require_own_principal,
+    require_write,
+)
+from lessonledger.sync.queries import answer_bytes
+from lessonledger.sync.stats import HubStats
+
+__all__ = ["DEFAULT_BIND", "Hub", "HubConfig", "is_loopback", "pub_endpoint"]
+
+log = logging.getLogger("lessonledger.hub")
+
+#: Where a hub listens unless told otherwise: loopback only.
+DEFAULT_BIND = "tcp://127.0.0.1:7650"
+#: Milliseconds a client is told to wait before retrying a busy hub.
+RETRY_AFTER_MS = 20
+#: Seconds between two looks, while idle, for grants another process committed.
+GRANTS_EVERY = 0.5
+#: A client is counted as connected while it sent something within this many seconds.
+CLIENT_WINDOW = 60.0
+
+_OUTBOX = "inproc://lessonledger-hub-outbox"
+_REPLY, _HEAD = b"r", b"h"
+_head = struct.Struct(">Q")
+
+_command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
+_erase = msgspec.msgpack.Decoder(Erase)
+
+
+def is_loopback(endpoint: str) -> bool:
+    """Whether a ``tcp://`` endpoint binds loopback only (``ipc://`` and ``inproc://`` do)."""
+    if not endpoint.startswith("tcp://"):
+        return True
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+def pub_endpoint(bind: str) -> str:
+    """The PUB endpoint beside a ROUTER endpoint: the next port, or ``bind + '.pub'``."""
+    if bind.startswith("tcp://"):
+        host, port = bind.rsplit(":", 1)
+        return f"{host}:{int(port) + 1}"
+    return bind + ".pub"
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """How a hub runs.
+
+    Attributes:
+        home: the ledger home it is the writer of.
+        bind: the ROUTER endpoint clients send to.
+        pub: the PUB endpoint announcing heads (default: the next port).
+        queue_bound: commands waiting at most; more are answered ``busy``.
+        max_batch: commands committed together at most.
+        query_bound: queries waiting at most.
+        sync: fsync every commit (a hub answers only after a durable commit).
+        commit_delay: seconds the writer waits at most for the clients of its last
+            batch to send again before committing fewer (group commit's trade: a
+            little latency for one fsync over more commands).
+        server_secret: the server's CURVE secret key (Z85) with ``server_public``;
+            empty for a keyless loopback hub.
+        server_public: the server's CURVE public key (Z85).
+    """
+
+    home: str
+    bind: str = DEFAULT_BIND
+    pub: str = ""
+    queue_bound: int = 4096
+    max_batch: int = 512
+    query_bound: int = 1024
+    sync: bool = True
+    commit_delay: float = 0.005
+    server_secret: bytes = b""
+    server_public: bytes = b""
+
+
+@dataclass
+class _Work:
+    """One queued request: who sent it, its id, what it asks, and the sender's access."""
+
+    identity: bytes
+    request: int
+    kind: Literal["command", "batch", "erase", "submit"]
+    access: Access
+    items: list[Any] = field(default_factory=list)
+
+
+class _Refusal(Exception):
+    """A request refused before it was queued (front) or decided (writer)."""
+
+    def __init__(self, error: LessonLedgerError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _reply(body: msgspec.Struct, request: int) -> bytes:
+    return wire.encode_frame(body, request)
+
+
+def _receipted(receipt: Receipt) -> wire.Receipted:
+    return wire.Receipted(receipt.positions, receipt.ids)
+
+
+def _refused(error: LessonLedgerError) -> wire.Refused:
+    return wire.refusal(error)
+
+
+class Hub:
+    """One home's writer and readers behind a ROUTER socket (see the module doc).
+
+    Args:
+        config: where and how it runs.
+        authority: who each connection is; decides every principal.
+        context: the ZeroMQ context (a new one when omitted).
+        on_bound: called once the sockets are bound (tests wait for it).
+    """
+
+    def __init__(self, config: HubConfig, authority: Authority, *,
+                 context: zmq.Context[Any] | None = None,
+                 on_bound: Callable[[], None] | None = None) -> None:
+        if not config.server_secret and not is_loopback(config.bind):
+            msg = (f"refusing to bind {config.bind} without CURVE keys: anyone on the network "
+                   "could write as the hub's principal; bind 127.0.0.1 or give --key")
+            raise LedgerConfigError(msg)
+        self.config = config
+        self.authority = authority
+        self.stats = HubStats(queue_bound=config.queue_bound, mode=authority.mode)
+        # A context of its own unless given one: run() terminates it, which waits for
+        # the last replies to leave (an exit right after close could drop them).
+        self._own_context = context is None
+        self._context = context or zmq.Context()
+        self._on_bound = on_bound
+        self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
+        self._queries: queue.Queue[tuple[bytes, int, Access, wire.QueryRequest]] = (
+            queue.Queue(config.query_bound))
+        self._stopping = threading.Event()
+        #: Set once the front queues nothing more: the threads may then finish.
+        self._front_done = threading.Event()
+        self._ready = threading.Barrier(3)
+        self._clients: dict[bytes, float] = {}
+        self._not_reading: set[bytes] = set()
+        self._pub_endpoint = config.pub or pub_endpoint(config.bind)
+        self._last_clients = 1
+        self._pruned = time.monotonic()
+        self.head = 0
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking work; :meth:`run` commits and answers what is queued, then returns."""
+        self._stopping.set()
+
+    def run(self) -> None:
+        """Serve until :meth:`stop`; return once everything queued is committed and answered.
+
+        Raises:
+            LedgerConfigError: the endpoint cannot be bound (in use, malformed).
+        """
+        ctx = self._context
+        outbox = ctx.socket(zmq.PULL)
+        outbox.bind(_OUTBOX + f"-{id(self)}")
+        router = ctx.socket(zmq.ROUTER)
+        pub = ctx.socket(zmq.PUB)
+        for sock in (router, pub, outbox):
+            sock.setsockopt(zmq.LINGER, 1000)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # libzmq drops (and disconnects) anything far over our limit before we see it;
+        # a frame somewhat over it still reaches decode_frame and gets a typed refusal.
+        router.setsockopt(zmq.MAXMSGSIZE, 2 * wire.MAX_FRAME_BYTES)
+        auth: Authenticator | None = None
+        if self.config.server_secret:
+            # ZAP is per context: the handler asks the authority at every handshake, so
+            # a key without a grant never gets a message through.
+            auth = start_authenticator(ctx, self.authority.allowed,
+                                       on_refused=lambda _key: self.stats.refused("key"))
+            for sock in (router, pub):
+                sock.curve_secretkey = self.config.server_secret
+                sock.curve_publickey = self.config.server_public
+                sock.curve_server = True
+        try:
+            router.bind(self.config.bind)
+            pub.bind(self._pub_endpoint)
+        except zmq.ZMQError as e:
+            for sock in (router, pub, outbox):
+                sock.close(0)
+            if auth is not None:
+                auth.stop()
+            msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
+            raise LedgerConfigError(msg) from e
+        failure: list[BaseException] = []
+        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
+        reader = threading.Thread(target=self._guard(self._read, failure), name="hub-reader")
+        writer.start()
+        reader.start()
+        try:
+            self._ready.wait(timeout=120)
+            log.info("hub serving %s on %s (heads on %s, principals: %s)",
+                     self.config.home, self.config.bind, self._pub_endpoint,
+                     self.authority.mode)
+            if self._on_bound is not None:
+                self._on_bound()
+            self._serve(router, pub, outbox, failure)
+        finally:
+            self._stopping.set()
+            self._front_done.set()
+            writer.join()
+            reader.join()
+            self._forward(router, pub, outbox, block=False)
+            for sock in (router, pub, outbox):
+                sock.close()
+            if auth is not None:
+                auth.stop()
+            if self._own_context:
+                self._context.term()
+        if failure:
+            raise failure[0]
+        log.info("hub stopped at head %d after %d batches", self.head, self.stats.batches)
+
+    def _guard(self, target: Callable[[], None], failure: list[BaseException]
+               ) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as e:
+                failure.append(e)
+                self._stopping.set()
+                self._ready.abort()
+                raise
+        return run
+
+    # -- the front -----------------------------------------------------------------------
+
+    def _serve(self, router: zmq.Socket[Any], pub: zmq.Socket[Any],
+               outbox: zmq.Socket[Any], failure: list[BaseException]) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(outbox, zmq.POLLIN)
+        quiet = False
+        while not failure:
+            # Stopping ends once the threads are done and a whole poll brought nothing
+            # more: a request still in the socket is answered busy, never left unread.
+            if quiet and self._stopping.is_set() and not self._work.unfinished_tasks \
+                    and not self._queries.unfinished_tasks:
+                self._front_done.set()
+                return
+            events = dict(poller.poll(100))
+            quiet = not events
+            if time.monotonic() - self._pruned > CLIENT_WINDOW:
+                self._prune()
+            if outbox in events:
+                self._forward(router, pub, outbox, block=False)
+            if router in events:
+                for _ in range(256):  # a burst, then give the replies a turn
+                    try:
+                        parts = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._take(router, parts)
+
+    def _forward(self, router: zmq.Socket[Any], pub: zmq.Socket[Any],
+                 outbox: zmq.Socket[Any], *, block: bool) -> None:
+        while True:
+            try:
+                parts = outbox.recv_multipart(0 if block else zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if parts[0] == _HEAD:
+                pub.send_multipart([b"head", parts[1]])
+            else:
+                self._send(router, parts[1], parts[2])
+
+    def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
+        try:
+            router.send_multipart([identity, data], zmq.NOBLOCK)
+        except zmq.Again:
+            # Its pipe is full: it is not reading. Its reply is lost to it, not to others.
+            if identity not in self._not_reading:
+                self._not_reading.add(identity)
+                log.warning("client %s is not reading its replies; dropping them",
+                            identity.hex())
+            self.stats.dropped_reply()
+        except zmq.ZMQError:
+            self.stats.dropped_reply()  # gone (EHOSTUNREACH): it will retry if it cares
+
+    def _take(self, router: zmq.Socket[Any], parts: list[zmq.Frame]) -> None:
+        if len(parts) != 2:
+            log.warning("refused a message of %d parts (a frame is one part)", len(parts) - 1)
+            if parts:
+                err = wire.WireError("a request is one ZeroMQ frame", "garbage")
+                self._send(router, parts[0].bytes, _reply(_refused(err), 0))
+            self.stats.refused("garbage")
+            return
+        identity, data = parts[0].bytes, parts[1]
+        user_id = _user_id(data)
+        now = time.monotonic()
+        if identity not in self._clients:
+            log.info("client %s connected (%s)", identity.hex(),
+                     f"key {user_id}" if user_id else "no key")
+        self._clients[identity] = now
+        request = 0
+        try:
+            frame = wire.decode_frame(data.buffer)
+            request = frame.id
+            access = self.authority.access(user_id)
+            if access is None:
+                # Its key was let in at the handshake, and its grant is gone since (a
+                # revocation does not cut a CURVE session): refused from now on.
+                log.warning("refused client %s: key %s has no grant now", identity.hex(),
+                            user_id)
+                raise _Refusal(AccessRefusedError("", "", "read", "use this hub"))
+            self._dispatch(router, identity, frame, access)
+        except wire.WireError as e:
+            log.warning("refused a frame from client %s: %s", identity.hex(), e.problem)
+            self.stats.refused(e.problem)
+            self._send(router, identity, _reply(_refused(e), request))
+        except _Refusal as r:
+            log.info("refused a request from client %s: %s", identity.hex(),
+                     type(r.error).__name__)
+            self.stats.refused(type(r.error).__name__)
+            self._send(router, identity, _reply(_refused(r.error), request))
+
+    def _dispatch(self, router: zmq.Socket[Any], identity: bytes, frame: wire.Frame,
+                  access: Access) -> None:
+        body: msgspec.Struct = wire.decode_body(frame)
+        if isinstance(body, wire.StatusRequest):
+            self._send(router, identity, _reply(self.status(), frame.id))
+            return
+        if isinstance(body, wire.SubscribeRequest):
+            self._send(router, identity, _reply(wire.Subscribed(self._pub_endpoint, self.head),
+                                                frame.id))
+            return
+        if self._stopping.is_set():
+            self._busy(router, identity, frame.id, "the hub is shutting down")
+            return
+        if isinstance(body, wire.QueryRequest):
+            try:
+                self._queries.put_nowait((identity, frame.id, access, body))
+            except queue.Full:
+                self._busy(router, identity, frame.id, "the hub's query queue is full")
+            return
+        work = _work(identity, frame.id, access, body)
+        try:
+            self._work.put_nowait(work)
+        except queue.Full:
+            self._busy(router, identity, frame.id, "the hub's queue is full")
+
+    def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
+        self.stats.busy()
+        self._send(router, identity, _reply(wire.Busy(RETRY_AFTER_MS, why), request))
+
+    def _prune(self) -> None:
+        """Forget connections quiet for :data:`CLIENT_WINDOW` (a reconnect is a new one)."""
+        self._pruned = time.monotonic()
+        cutoff = self._pruned - CLIENT_WINDOW
+        self._clients = {k: t for k, t in self._clients.items() if t >= cutoff}
+        self._not_reading &= self._clients.keys()
+
+    def status(self) -> wire.Queried:
+        """The hub's head, clients, queue depth and batch sizes, as of now."""
+        self._prune()
+        return self.stats.snapshot(head=self.head, clients=len(self._clients),
+                                   queue_depth=self._work.qsize())
+
+    # -- the writer ----------------------------------------------------------------------
+
+    def _write(self) -> None:
+        outbox = self._context.socket(zmq.PUSH)
+        outbox.connect(_OUTBOX + f"-{id(self)}")
+        try:
+            ledger = Ledger(self.config.home, sync=self.config.sync)
+        except BaseException:
+            outbox.close(0)
+            raise
+        try:
+            ledger.catch_up()
+            self.head = ledger.head()
+            self.authority.refresh(ledger.grants())
+            refreshed = time.monotonic()
+            self._ready.wait(timeout=120)
+            while True:
+                try:
+                    first = self._work.get(timeout=0.05)
+                except queue.Empty:
+                    if self._front_done.is_set():
+                        return
+                    if time.monotonic() - refreshed > GRANTS_EVERY:
+                        # Another process (`lessonledger access grant` on the home) may
+                        # have changed the grants: fold its events, take them.
+                        ledger.catch_up()
+                        self.authority.refresh(ledger.grants())
+                        refreshed = time.monotonic()
+                    continue
+                group = self._gather(first)
+                self._commit(ledger, group, outbox)
+                for _ in group:
+                    self._work.task_done()
+        finally:
+            ledger.close()
+            outbox.close()
+
+    def _gather(self, first: _Work) -> list[_Work]:
+        """What has arrived, up to the batch bound; a moment more while clients reply.
+
+        Clients that were just answered are about to send again. While fewer requests
+        are here than clients were in the last batch, wait up to
+        :attr:`HubConfig.commit_delay` for them: one fsync then covers them all.
+        """
+        group = [first]
+        until = time.monotonic() + self.config.commit_delay
+        while len(group) < self.config.max_batch:
+            try:
+                group.append(self._work.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            left = until - time.monotonic()
+            if len(group) >= self._last_clients or left <= 0:
+                break
+            try:
+                group.append(self._work.get(timeout=left))
+            except queue.Empty:
+                break
+        self._last_clients = len({work.identity for work in group})
+        return group
+
+    def _commit(self, ledger: Ledger, group: list[_Work], outbox: zmq.Socket[Any]) -> None:
+        started = time.perf_counter()
+        before = self.head
+        replies: list[tuple[bytes, bytes]] = []
+        single: list[tuple[_Work, Any]] = []
+        for work in group:
+            if work.kind in ("command", "submit"):
+                try:
+                    single.append((work, _authorized(ledger, work)))
+                except _Refusal as r:
+                    replies.append((work.identity, _reply(_refused(r.error), work.request)))
+                    self.stats.refused(type(r.error).__name__)
+                    log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                             type(r.error).__name__)
+        if single:
+            try:
+                results = ledger.execute_each([item for _, item in single], checked=True)
+            except LessonLedgerError as e:
+                # The store failed under the commit (disk full): nothing of the group was
+                # written, and every client of it is told so, rather than left waiting.
+                log.error("the group commit failed: %s", e)
+                results = [e] * len(single)
+            for (work, _), result in zip(single, results, strict=True):
+                if isinstance(result, Receipt):
+                    body: msgspec.Struct = _receipted(result)
+                else:
+                    body = _refused(result)
+                    self.stats.refused(type(result).__name__)
+                    log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                             type(result).__name__)
+                replies.append((work.identity, _reply(body, work.request)))
+        # Batches (all or none) and erasures run in a transaction of their own.
+        for work in group:
+            if work.kind in ("batch", "erase"):
+                replies.append((work.identity, self._alone(ledger, work)))
+        self.head = ledger.head()
+        if any(work.kind in ("command", "batch") for work in group):
+            # Before anyone is answered: a revocation counts from its own receipt on.
+            self.authority.refresh(ledger.grants())
+        seconds = time.perf_counter() - started
+        self.stats.batch(len(group), self.head - before, seconds)
+        log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
+                 self.head - before, seconds * 1000, self.head)
+        for identity, data in replies:
+            outbox.send_multipart([_REPLY, identity, data])
+        if self.head != before:
+            outbox.send_multipart([_HEAD, _head.pack(self.head)])
+
+    def _alone(self, ledger: Ledger, work: _Work) -> bytes:
+        try:
+            if work.kind == "erase":
+                require_admin(work.access)
+                command = work.items[0]
+                require_own_principal(work.access, command.principal)
+                fields = msgspec.structs.asdict(command)
+                fields["principal"] = work.access.principal
+                erasure = ledger.erase(**fields)
+                return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),
+                              work.request)
+            commands = [_authorized(ledger, _Work(work.identity, work.request, "command",
+                                                  work.access, [c])) for c in work.items]
+            receipts = ledger.execute_all(commands)
+            return _reply(wire.Receipts([_receipted(r) for r in receipts]), work.request)
+        except _Refusal as r:
+            error: LessonLedgerError = r.error
+        except LessonLedgerError as e:
+            error = e
+        self.stats.refused(type(error).__name__)
+        log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                 type(error).__name__)
+        return _reply(_refused(error), work.request)
+
+    # -- the reader ----------------------------------------------------------------------
+
+    def _read(self) -> None:
+        outbox = self._context.socket(zmq.PUSH)
+        outbox.connect(_OUTBOX + f"-{id(self)}")
+        try:
+            reader = Reader(self.config.home, read_only=False)
+        except BaseException:
+            outbox.close(0)
+            raise
+        try:
+            self._ready.wait(timeout=120)
+            while True:
+                try:
+                    identity, request, access, query = self._queries.get(timeout=0.05)
+                except queue.Empty:
+                    if self._front_done.is_set():
+                        return
+                    continue
+                started = time.perf_counter()
+                reply = answer_bytes(reader, access, query, request)
+                self.stats.query(query.query, time.perf_counter() - started)
+                outbox.send_multipart([_REPLY, identity, reply])
+                self._queries.task_done()
+        finally:
+            reader.close()
+            outbox.close()
+
+
+def _user_id(frame: zmq.Frame) -> str | None:
+    """The ZAP User-Id of a CURVE connection (the client's Z85 key), None without CURVE."""
+    return client_key(frame) or None
+
+
+def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -> _Work:
+    """Queue-able work from a request body; a body that cannot be decoded is refused.
+
+    A command is checked here, on the front thread, as ``execute`` would check it (its
+    schema, the credential screen, its principal), so the writer does only what needs
+    the log: the grant on the lesson's project, and deciding.
+    """
+    try:
+        if isinstance(body, wire.CommandRequest):
+            return _Work(identity, request, "command", access,
+                         [_checked(_decode_command(body.command), access)])
+        if isinstance(body, wire.BatchRequest):
+            if not body.commands:
+                raise _Refusal(InvalidCommandError("a batch needs at least one command"))
+            return _Work(identity, request, "batch", access,
+                         [_checked(_decode_command(c), access) for c in body.commands])
+        if isinstance(body, wire.EraseRequest):
+            return _Work(identity, request, "erase", access, [_erase.decode(body.erase)])
+        if isinstance(body, wire.SubmitRequest):
+            return _Work(identity, request, "submit", access,
+                         [parse_submission(body.submission)])
+    except msgspec.ValidationError as e:
+        raise _Refusal(InvalidCommandError(f"invalid command: {e}; fix the field and retry")
+                       ) from e
+    except msgspec.DecodeError as e:
+        raise _Refusal(InvalidCommandError(f"not a command: {e}")) from e
+    except LessonLedgerError as e:
+        raise _Refusal(e) from e
+    msg = f"a {type(body).__name__} frame is a reply, not a request"
+    raise wire.WireError(msg, "kind")
+
+
+def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
+             ) -> AnyCommand | SkillCommand | AccessCommand:
+    """The command as the ledger would check it, with the connection's principal."""
+    command = checked_command(command)
+    refuse_credentials(command)
+    require_own_principal(access, command.principal)
+    return msgspec.structs.replace(command, principal=access.principal)
+
+
+def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:
+    command: AnyCommand | SkillCommand | AccessCommand = _command.decode(raw)
+    return command
+
+
+def _authorized(ledger: Ledger, work: _Work) -> Any:
+    """The work's item with the connection's principal, if its grant covers it.
+
+    Raises:
+        _Refusal: the grant does not cover it, or it names another principal.
+    """
+    access, item = work.access, work.items[0]
+    try:
+        if isinstance(item, Submission):
+            # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
+            scope = str(getattr(item.event, "scope", "") or getattr(item.event, "project", ""))
+            require_write(access, scope or "global")
+            require_own_principal(access, item.principal)
+            return msgspec.structs.replace(item, principal=access.principal)
+        command = item  # checked on the front thread (_checked)
+        match command:
+            case ObserveOutcome() | ProposeLesson():
+                require_write(access, command.project)
+            case DeclareEnvironmentChange():
+                require_write(access, command.scope)
+            case EditLesson() | RetireLesson():
+                row = ledger.view.lessons.get(command.lesson_id)
+                if row is not None:  # an unknown lesson is refused by the command itself
+                    require_write(access, row.scope)
+            case _:
+                require_admin(access)  # reconcile and the skill commands act ledger-wide
+        return command
+    except CommandError as e:
+        raise _Refusal(e) from e
+
+

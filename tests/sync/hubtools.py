@@ -1,0 +1,115 @@
+"""A hub in a real process on 127.0.0.1, and the publisher plans the hub tests share."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lessonledger.commands import Operation
+from lessonledger.commands.messages import ObserveOutcome, command_from
+from lessonledger.sync import RemoteLedger
+from lessonledger.sync.client import HubUnavailableError
+
+PROJECTS = ("a" * 32, "b" * 32)
+#: target → (the form that fails, the form that works, the failure's signature)
+FORMS = {
+    "tests": ("pytest:tests/", "pytest:root", "no conftest"),
+    "build": ("make", "ninja", "no Makefile"),
+    "docs": ("sphinx:old", "sphinx:new", "unknown directive"),
+}
+TARGETS = tuple(FORMS)
+
+
+def lessonledger() -> str:
+    return str(Path(sys.executable).with_name("lessonledger"))
+
+
+def free_ports(n: int = 2) -> list[int]:
+    """Ports free on 127.0.0.1 now (held open together so they differ)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def outcome(agent: int, i: int) -> ObserveOutcome:
+    """Publisher ``agent``'s ``i``-th command: every lesson on a target agrees with all.
+
+    Most outcomes show the failing form then the working one (the loop's signal); every
+    fourth runs only the working form (a confirmation of whatever is in play).
+    """
+    project = PROJECTS[(agent + i) % 2]
+    target = TARGETS[(agent * 7 + i) % 3]
+    failing, working, error = FORMS[target]
+    ops = [Operation(op=working, target=target, ok=True)] if i % 4 == 3 else [
+        Operation(op=failing, target=target, ok=False, error=error),
+        Operation(op=working, target=target, ok=True, order=1)]
+    return command_from({"key": f"pub{agent}-{i}", "project": project,
+                         "session": f"pub{agent}-s{i // 10}", "passed": True,
+                         "operations": ops}, ObserveOutcome)
+
+
+class HubProcess:
+    """``lessonledger serve`` on a home, in its own process."""
+
+    def __init__(self, home: Path, log: Path, *extra: str) -> None:
+        self.home = home
+        self.log = log
+        self.port, self.pub_port = free_ports(2)
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: float = 60.0, client: RemoteLedger | None = None) -> None:
+        if not (self.home / "data.mdb").exists():
+            subprocess.run([lessonledger(), "--home", str(self.home), "init"], check=True,
+                           capture_output=True)
+        with open(self.log, "ab") as err:
+            self.proc = subprocess.Popen(
+                [lessonledger(), "--home", str(self.home), "serve", "--bind", self.endpoint,
+                 "--pub", f"tcp://127.0.0.1:{self.pub_port}", *self.extra],
+                stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + wait
+        try:
+            with client or RemoteLedger(self.endpoint, timeout=1.0, deadline=wait) as probe:
+                while True:
+                    assert self.proc.poll() is None, self.log.read_text()
+                    try:
+                        probe.status()
+                        return
+                    except HubUnavailableError:
+                        assert time.monotonic() < deadline, self.log.read_text()
+        except BaseException:
+            self.kill()  # a hub that never answered is not left running
+            raise
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@contextmanager
+def hub(home: Path, log: Path, *extra: str) -> Iterator[HubProcess]:
+    process = HubProcess(home, log, *extra)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()

@@ -1,0 +1,164 @@
+"""A hub with CURVE keys: principals come from grants, and grants bound what a key does.
+
+The hub runs in a process of its own with its secret key; clients connect with theirs.
+Grants are written on the home before the hub starts (and one through the hub by an
+admin key), as an operator would with ``lessonledger access grant``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hubtools import HubProcess
+from lessonledger.commands import Ledger, Operation
+from lessonledger.commands.access import GrantAccess, RevokeAccess
+from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.sync import RemoteLedger
+from lessonledger.sync.client import HubUnavailableError
+from lessonledger.sync.keys import load_public, new_keys
+
+P, Q = "a" * 32, "b" * 32
+
+
+def pair(target: str = "tests") -> list[Operation]:
+    return [Operation(op="pytest:tests/", target=target, ok=False, error="no conftest"),
+            Operation(op="pytest:root", target=target, ok=True, order=1)]
+
+
+class Keys:
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        for name in ("hub", "alice", "bob", "ops", "mallory", "gone", "late"):
+            new_keys(directory, name)
+
+    def secret(self, name: str) -> Path:
+        return self.dir / f"{name}.key_secret"
+
+    def public(self, name: str) -> Path:
+        return self.dir / f"{name}.key"
+
+    def client(self, server: HubProcess, name: str, **options: Any) -> RemoteLedger:
+        return RemoteLedger(server.endpoint, key=self.secret(name),
+                            server_key=self.public("hub"), **options)
+
+
+def grant(ledger: Ledger, keys: Keys, name: str, principal: str, **fields: Any) -> None:
+    ledger.execute(GrantAccess(key=f"grant-{name}", key_name=name,
+                               public_key=load_public(keys.public(name)).decode(),
+                               principal=principal, **fields))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
+    base = tmp_path_factory.mktemp("curve")
+    keys = Keys(base / "keys")
+    with Ledger(base / "home") as ledger:
+        grant(ledger, keys, "alice", "alice", read=[P], write=[P])
+        grant(ledger, keys, "bob", "bob", read=[Q], write=[Q])
+        grant(ledger, keys, "ops", "operator", admin=True)
+        grant(ledger, keys, "gone", "gone", read=[P], write=[P])
+    server = HubProcess(base / "home", base / "hub.log", "--key", str(keys.secret("hub")))
+    try:
+        server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
+        yield server, keys
+    finally:
+        server.kill()
+
+
+def test_the_principal_is_the_keys(setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "alice") as alice:
+        receipt = alice.observe_outcome(key="alice-1", project=P, passed=True,
+                                        operations=pair())
+        (record,) = alice.read_log(receipt.positions[0], 1)
+        assert record.envelope.principal == "alice"
+        with pytest.raises(InvalidCommandError, match="bound to the connection"):
+            alice.observe_outcome(key="alice-spoof", project=P, passed=True,
+                                  principal="bob")
+        with pytest.raises(AccessRefusedError) as refused:
+            alice.observe_outcome(key="alice-q", project=Q, passed=True)
+        assert refused.value.needed == "write"
+        assert refused.value.project == Q
+
+
+def test_an_unknown_key_is_refused_and_logged(setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "ops") as ops:
+        head = ops.head()
+    with keys.client(server, "mallory", timeout=0.5, deadline=2.0) as mallory, \
+            pytest.raises(HubUnavailableError):
+        mallory.observe_outcome(key="mallory-1", project=P, passed=True)
+    with keys.client(server, "ops") as ops:
+        assert ops.head() == head
+    refusals = [line for line in server.log.read_text().splitlines()
+                if "refused CURVE client key" in line
+                and load_public(keys.public("mallory")).decode() in line]
+    assert len(refusals) == 1
+
+
+def test_no_read_grant_shows_nothing_of_the_project(setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "alice") as alice:
+        alice.observe_outcome(key="alice-2", project=P, session="a2", passed=True,
+                              operations=pair("build"))
+        lesson = alice.lessons(P, record=False)[0]
+    with keys.client(server, "bob") as bob:
+        with pytest.raises(AccessRefusedError) as refused:
+            bob.lessons(P)
+        assert refused.value.needed == "read"
+        with pytest.raises(AccessRefusedError):
+            bob.recall(P, "run the tests")
+        with pytest.raises(AccessRefusedError):
+            bob.check(P, "pytest:tests/", "tests")
+        with pytest.raises(AccessRefusedError):
+            bob.why(lesson.lesson_id)
+        with pytest.raises(AccessRefusedError):
+            bob.lesson(lesson.lesson_id)
+        assert all(row.scope != P for row in bob.catalogue())
+        records = bob.read_log(1, 1000)
+        assert records, "envelopes travel"
+        assert all(r.payload is None for r in records if r.envelope.scope == P)
+
+
+def test_without_admin_no_erasure_and_no_grant(setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "alice") as alice:
+        head = alice.head()
+        with pytest.raises(AccessRefusedError) as refused:
+            alice.erase(key="erase-bob", what="principal", subject="bob")
+        assert refused.value.needed == "admin"
+        with pytest.raises(AccessRefusedError):
+            alice.execute(GrantAccess(key="self-promote", key_name="alice",
+                                      public_key=load_public(keys.public("alice")).decode(),
+                                      principal="alice", admin=True))
+        assert alice.head() == head
+
+
+def test_an_admin_revokes_and_the_key_stops_at_once(setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "gone", timeout=1.0, deadline=3.0) as gone:
+        gone.observe_outcome(key="gone-1", project=P, passed=True)
+        with keys.client(server, "ops") as ops:
+            ops.execute(RevokeAccess(key="revoke-gone", key_name="gone"))
+        # The established session is not cut by libzmq; the hub checks every request.
+        with pytest.raises(AccessRefusedError) as refused:
+            gone.observe_outcome(key="gone-2", project=P, passed=True)
+        assert refused.value.principal == ""
+    # A new connection with the revoked key does not get through at all.
+    with keys.client(server, "gone", timeout=0.5, deadline=2.0) as again, \
+            pytest.raises(HubUnavailableError):
+        again.head()
+
+
+def test_a_grant_another_process_commits_counts_while_the_hub_runs(
+        setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with Ledger(server.home) as ledger:  # as `lessonledger access grant` would, beside it
+        grant(ledger, keys, "late", "late", read=[P], write=[P])
+    with keys.client(server, "late", timeout=1.0, deadline=20.0) as late:
+        receipt = late.observe_outcome(key="late-1", project=P, passed=True)
+        (record,) = late.read_log(receipt.positions[0], 1)
+        assert record.envelope.principal == "late"
