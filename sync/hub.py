@@ -51,6 +51,7 @@ from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
+from lessonledger.ledger.secrets import warm_up
 from lessonledger.ledger.submission import Submission, parse_submission
 from lessonledger.sync import wire
 from lessonledger.sync.authenticator import Authenticator, client_key, start_authenticator
@@ -252,6 +253,7 @@ class Hub:
         writer.start()
         reader.start()
         try:
+            warm_up()  # the front screens every command for credentials: not on the first
             self._ready.wait(timeout=120)
             log.info("hub serving %s on %s (heads on %s, principals: %s)",
                      self.config.home, self.config.bind, self._pub_endpoint,
