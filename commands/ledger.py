@@ -57,13 +57,7 @@ from lessonledger.commands.handlers import (
 )
 from lessonledger.commands.messages import (
     AnyCommand,
-    DeclareEnvironmentChange,
-    EditLesson,
     Erase,
-    ObserveOutcome,
-    ProposeLesson,
-    Reconcile,
-    RetireLesson,
     checked_command,
     command_from,
 )
@@ -76,6 +70,7 @@ from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
 from lessonledger.commands.skills import Skills
+from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ledger.events import AnyEvent, decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
@@ -103,7 +98,7 @@ _SAVE_EVERY = 20_000
 _ROWS_EVERY = 5_000
 
 
-class Ledger(ReadSide):
+class Ledger(CommandVerbs, ReadSide):
     """One home's lesson ledger: the write side, and the read side's queries.
 
     Commands, the policies and erasure run here, each in one write transaction; every
@@ -441,30 +436,6 @@ class Ledger(ReadSide):
                 command.key, f"a different command (its first event: {records[0].envelope.type}, "
                 f"position {positions[0]})")
         return Receipt(positions, minted_events(events))
-
-    def observe_outcome(self, **fields: Any) -> Receipt:
-        """Record a finished task; see :class:`ObserveOutcome` for the fields."""
-        return self.execute(command_from(fields, ObserveOutcome))
-
-    def propose_lesson(self, **fields: Any) -> Receipt:
-        """Propose a lesson; see :class:`ProposeLesson`."""
-        return self.execute(command_from(fields, ProposeLesson))
-
-    def edit_lesson(self, **fields: Any) -> Receipt:
-        """Replace a lesson's text; see :class:`EditLesson`."""
-        return self.execute(command_from(fields, EditLesson))
-
-    def retire_lesson(self, **fields: Any) -> Receipt:
-        """Retire a lesson for good; see :class:`RetireLesson`."""
-        return self.execute(command_from(fields, RetireLesson))
-
-    def declare_environment_change(self, **fields: Any) -> Receipt:
-        """Declare a changed environment component; see :class:`DeclareEnvironmentChange`."""
-        return self.execute(command_from(fields, DeclareEnvironmentChange))
-
-    def reconcile(self, **fields: Any) -> Receipt:
-        """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
-        return self.execute(command_from(fields, Reconcile))
 
     def erase(self, **fields: Any) -> Erasure:
         """Erase content for good; see :class:`Erase` and :mod:`.erasure` for what goes.

@@ -38,18 +38,13 @@ from lessonledger.commands.audit import Why
 from lessonledger.commands.erasure import Erasure
 from lessonledger.commands.messages import (
     AnyCommand,
-    DeclareEnvironmentChange,
-    EditLesson,
     Erase,
-    ObserveOutcome,
-    ProposeLesson,
-    Reconcile,
-    RetireLesson,
     command_from,
 )
 from lessonledger.commands.recall import Check
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.log import Record
@@ -105,7 +100,7 @@ def _load_keys(key: str | os.PathLike[str] | None, server_key: str | os.PathLike
     return public, secret, load_public(server_key)
 
 
-class RemoteLedger:
+class RemoteLedger(CommandVerbs):
     """A hub seen through the local ledger's API (see the module doc).
 
     Args:
@@ -242,30 +237,6 @@ class RemoteLedger:
     def submit(self, submission: bytes) -> Receipt:
         """Append one event given as ``parse_submission`` JSON (idempotent by its id)."""
         return _receipt(self.call(wire.SubmitRequest(submission)))
-
-    def observe_outcome(self, **fields: Any) -> Receipt:
-        """Record a finished task; see :class:`ObserveOutcome` for the fields."""
-        return self.execute(command_from(fields, ObserveOutcome))
-
-    def propose_lesson(self, **fields: Any) -> Receipt:
-        """Propose a lesson; see :class:`ProposeLesson`."""
-        return self.execute(command_from(fields, ProposeLesson))
-
-    def edit_lesson(self, **fields: Any) -> Receipt:
-        """Replace a lesson's text; see :class:`EditLesson`."""
-        return self.execute(command_from(fields, EditLesson))
-
-    def retire_lesson(self, **fields: Any) -> Receipt:
-        """Retire a lesson for good; see :class:`RetireLesson`."""
-        return self.execute(command_from(fields, RetireLesson))
-
-    def declare_environment_change(self, **fields: Any) -> Receipt:
-        """Declare a changed environment component; see :class:`DeclareEnvironmentChange`."""
-        return self.execute(command_from(fields, DeclareEnvironmentChange))
-
-    def reconcile(self, **fields: Any) -> Receipt:
-        """Run the time-driven pass as of ``now``; see :class:`Reconcile`."""
-        return self.execute(command_from(fields, Reconcile))
 
     def erase(self, **fields: Any) -> Erasure:
         """Erase content for good on the hub (needs an admin grant); see :class:`Erase`."""
