@@ -533,6 +533,8 @@ class Writing:
         self._txn = txn
         #: How many events this block has appended.
         self.appended = 0
+        #: The chain link of the last record :meth:`import_records` put (empty before).
+        self.link = b""
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -559,7 +561,7 @@ class Writing:
 
     def import_records(self, rows: Sequence[tuple[bytes, bytes | None]], *,
                        links: Sequence[bytes] | None = None,
-                       bodies_checked: bool = False) -> list[Position]:
+                       bodies_checked: bool = False) -> list[Envelope]:
         """Append records exactly as another log stored them: an import, a replica's pull.
 
         Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
@@ -572,6 +574,8 @@ class Writing:
         again). Ids and stream versions are indexed as an append would, each tree in one
         batched put.
 
+        Returns the envelopes, decoded; :attr:`link` is then the last one's chain link.
+
         Raises:
             ReplayMismatchError: a row does not fit; let it leave the block, which then
                 commits nothing.
@@ -582,6 +586,7 @@ class Writing:
         ids: list[tuple[bytes, bytes]] = []
         versions: list[tuple[bytes, bytes]] = []
         first = position
+        decoded: list[Envelope] = []
         for offset, (stored, body) in enumerate(rows):
             try:
                 envelope = decode_envelope(stored)
@@ -612,6 +617,7 @@ class Writing:
             if event_id:
                 ids.append((event_id, pkey))
             versions.append((stream + _pack_position(envelope.version + _OFFSET), pkey))
+            decoded.append(envelope)
             position += 1
         if not (_put_new(self._txn, log._ids, ids)
                 and _put_new(self._txn, log._streams, versions)):
@@ -620,7 +626,8 @@ class Writing:
         if entries and cursor.putmulti(entries, append=True)[1] != len(entries):
             raise LedgerCorruptError(first)
         self.appended += len(rows)
-        return cast(list[Position], list(range(first, position)))
+        self.link = previous
+        return decoded
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""

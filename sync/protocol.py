@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from lessonledger.ledger.objects import split_envelopes
 from lessonledger.sync.errors import ProtocolError
 from msgspec import Meta
 
@@ -112,15 +113,27 @@ class Ids(_Message, frozen=True, tag="segment_ids"):
 
 
 class Chunk(_Message, frozen=True, tag="chunk"):
-    """Stored envelopes from ``start`` on, with bodies (``b""`` where none is sent).
+    """Stored envelopes from ``start`` on as one run, with bodies (``b""`` where none is sent).
 
-    ``withheld`` lists positions whose bodies the replica's key may not read.
+    ``run`` is the envelopes as a segment id hashes them
+    (:func:`~lessonledger.ledger.objects.join_envelopes`): a chunk of a whole segment is
+    verified with one hash. ``withheld`` lists positions whose bodies the replica's key
+    may not read.
     """
 
     start: int
-    envelopes: list[bytes]
+    run: bytes
     bodies: list[bytes]
     withheld: list[int] = []
+
+    @property
+    def envelopes(self) -> list[bytes]:
+        """The stored envelopes of the run, in order.
+
+        Raises:
+            ValueError: the run is cut short.
+        """
+        return split_envelopes(self.run)
 
 
 class PushResult(_Message, frozen=True, tag="result"):
