@@ -11,7 +11,8 @@ that many chunks in flight to it, and a slow replica holds up no one else.
   it is a prefix of its own and says so (:class:`Refused` ``diverged``).
 - :class:`SegmentIds` → :class:`Ids`: the ids of the segments from an index on.
 - :class:`Fetch` → :class:`Chunk`: the stored envelopes of a position range (never
-  across a segment's end) and the bodies the replica may read, erased ones never.
+  across a segment's end) as one run, the bytes its segment id hashes, and the bodies
+  the replica may read, erased ones never.
 - :class:`Push` → :class:`Pushed`: commands made on a replica, decided by the hub.
 - :class:`Ack` → :class:`Acked`: a replica applied an erasure and compacted.
 """
