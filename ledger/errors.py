@@ -16,7 +16,6 @@ from eventsourcing.persistence import (
 
 __all__ = [
     "BodyTooLargeError",
-    "ChainImportError",
     "CredentialEventError",
     "HomeBusyError",
     "IdempotencyConflictError",
@@ -170,16 +169,3 @@ class LedgerStorageError(LessonLedgerError, OperationalError):
         super().__init__(f"the store failed: {cause}; nothing of the failed write was "
                          "committed: free disk space or check the home, then retry")
         self.cause = cause
-
-
-class ChainImportError(LessonLedgerError, IntegrityError):
-    """Records given to import do not continue this log's chain; nothing was written.
-
-    Attributes:
-        position: the first position that does not fit.
-    """
-
-    def __init__(self, position: int, detail: str) -> None:
-        super().__init__(f"cannot import position {position}: {detail}; nothing was written "
-                         "(the source diverged from this replica, or the data was damaged)")
-        self.position = position

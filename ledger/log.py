@@ -38,14 +38,12 @@ from lessonledger.ledger.envelope import (
     Envelope,
     Position,
     StreamId,
-    checked_stored,
     decode_envelope,
     encode_envelope,
     stream_key,
 )
 from lessonledger.ledger.errors import (
     BodyTooLargeError,
-    ChainImportError,
     IdempotencyConflictError,
     InvalidEventError,
     LedgerCorruptError,
@@ -535,6 +533,8 @@ class Writing:
         self._txn = txn
         #: How many events this block has appended.
         self.appended = 0
+        #: The chain link of the last record :meth:`import_records` put (empty before).
+        self.link = b""
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -554,54 +554,31 @@ class Writing:
         self.appended += len(events)
         return positions
 
-    def restore(self, stored: bytes, link: bytes, body: bytes | None) -> Position:
-        """Append one event exactly as another log stored it: envelope, link and body.
-
-        Its position, recorded time, salt and commitment are kept, so the chain here is
-        the source's link for link (an import, a replica); an erased body stays erased.
-        It must be the next position, follow from the last link, match its commitment,
-        and take no id or stream version already here.
-
-        Raises:
-            ReplayMismatchError: it does not fit; let it leave the block, which then
-                commits nothing.
-        """
-        txn, log = self._txn, self._log
-        position, previous, cursor = log._tail(txn)
-        envelope = checked_stored(position, previous, stored, link, body)
-        pkey = _pack_position(position)
-        keys = [(log._ids, envelope.event_id)] if envelope.event_id else []
-        keys.append((log._streams, envelope.stream + _pack_position(envelope.version + _OFFSET)))
-        for db, key in keys:
-            if not txn.put(key, pkey, db=db, overwrite=False):
-                raise ReplayMismatchError(position, "its event id or stream version is "
-                                          "already in the log")
-        entries = [(pkey + _ENVELOPE, stored + link)]
-        entries += [(pkey + _BODY, body)] if body is not None else []
-        if cursor.putmulti(entries, append=True)[1] != len(entries):
-            raise LedgerCorruptError(position)
-        self.appended += 1
-        return Position(position)
-
     @property
     def transaction(self) -> lmdb.Transaction:
         """The LMDB write transaction, for rows kept in step with the log (sync's state)."""
         return self._txn
 
     def import_records(self, rows: Sequence[tuple[bytes, bytes | None]], *,
-                       bodies_checked: bool = False) -> list[Position]:
-        """Append records exactly as another log stored them: a replica's pull.
+                       links: Sequence[bytes] | None = None,
+                       bodies_checked: bool = False) -> list[Envelope]:
+        """Append records exactly as another log stored them: an import, a replica's pull.
 
         Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
-        or None when it is not sent). The envelopes must continue this log: the next
-        positions, in order; the chain links are recomputed here, so they come out the
-        same as the source's, byte for byte. A body must match its envelope's
-        commitment (``bodies_checked``: the caller has just checked each, so they are not
-        hashed again). Ids and stream versions are indexed as an append would.
+        or None when it is erased or not sent). Positions, recorded times, salts and
+        commitments are kept, so the chain here is the source's link for link. Each
+        envelope must decode to its canonical form at the next position, with an id and
+        stream a log stores; its link is recomputed here and, when ``links`` gives the
+        source's (an export), must equal it. A body must match its envelope's commitment
+        (``bodies_checked``: the caller has just hashed each, so they are not hashed
+        again). Ids and stream versions are indexed as an append would, each tree in one
+        batched put.
+
+        Returns the envelopes, decoded; :attr:`link` is then the last one's chain link.
 
         Raises:
-            ChainImportError: a row does not continue the log or its body does not
-                match; let it leave the block, which then commits nothing.
+            ReplayMismatchError: a row does not fit; let it leave the block, which then
+                commits nothing.
         """
         log = self._log
         position, previous, cursor = log._tail(self._txn)
@@ -609,35 +586,48 @@ class Writing:
         ids: list[tuple[bytes, bytes]] = []
         versions: list[tuple[bytes, bytes]] = []
         first = position
-        for stored, body in rows:
+        decoded: list[Envelope] = []
+        for offset, (stored, body) in enumerate(rows):
             try:
                 envelope = decode_envelope(stored)
             except msgspec.DecodeError as e:
-                raise ChainImportError(position, f"the envelope does not decode ({e})") from e
+                raise ReplayMismatchError(position, f"the envelope does not decode ({e})") from None
             if envelope.position != position:
-                raise ChainImportError(position, f"the envelope is for position "
-                                       f"{envelope.position}")
-            if body is not None and not bodies_checked \
-                    and sha256(body).digest() != envelope.commitment:
-                raise ChainImportError(position, "the body does not match its commitment "
-                                       f"{envelope.commitment.hex()}")
-            pkey = _pack_position(position)
+                raise ReplayMismatchError(position, f"the envelope there is position "
+                                          f"{envelope.position} (events missing or reordered)")
+            event_id, stream = envelope.event_id, envelope.stream
+            if len(event_id) not in (0, 16) or len(stream) > _MAX_STREAM_KEY:
+                raise ReplayMismatchError(position, "its event id or stream id is not one a "
+                                          "log stores")
+            if encode_envelope(envelope) != stored:
+                raise ReplayMismatchError(position, "the envelope is not in its canonical form")
             previous = sha256(previous + stored).digest()
+            if links is not None and links[offset] != previous:
+                raise ReplayMismatchError(position, "its chain link does not follow from the "
+                                          "one before (an edited envelope, or events missing "
+                                          "or reordered)")
+            pkey = _pack_position(position)
             entries.append((pkey + _ENVELOPE, stored + previous))
             if body is not None:
+                if not bodies_checked and (len(body) < SALT_BYTES
+                                           or sha256(body).digest() != envelope.commitment):
+                    raise ReplayMismatchError(position, "its body does not match the "
+                                              "envelope's commitment")
                 entries.append((pkey + _BODY, body))
-            if envelope.event_id:
-                ids.append((envelope.event_id, pkey))
-            versions.append((envelope.stream + _pack_position(envelope.version + _OFFSET),
-                             pkey))
+            if event_id:
+                ids.append((event_id, pkey))
+            versions.append((stream + _pack_position(envelope.version + _OFFSET), pkey))
+            decoded.append(envelope)
             position += 1
         if not (_put_new(self._txn, log._ids, ids)
                 and _put_new(self._txn, log._streams, versions)):
-            raise ChainImportError(first, "an event id or stream version is already taken")
+            raise ReplayMismatchError(first, "an event id or stream version in it is already "
+                                      "in the log")
         if entries and cursor.putmulti(entries, append=True)[1] != len(entries):
-            raise ChainImportError(first, "the log moved on meanwhile")
+            raise LedgerCorruptError(first)
         self.appended += len(rows)
-        return cast(list[Position], list(range(first, position)))
+        self.link = previous
+        return decoded
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""

@@ -29,11 +29,13 @@ __all__ = [
     "Snapshot",
     "decode_snapshot",
     "encode_snapshot",
+    "join_envelopes",
     "merkle_root",
     "segment_id",
     "segment_of",
     "segment_range",
     "snapshot_id",
+    "split_envelopes",
 ]
 
 #: Envelopes per segment: about 50 kB of envelopes, so a clone of 100k events moves
@@ -56,6 +58,11 @@ class SegmentHasher:
         self._hash.update(envelope)
         self.count += 1
 
+    def add_run(self, run: bytes, count: int) -> None:
+        """Add ``count`` stored envelopes at once, as :func:`join_envelopes` joined them."""
+        self._hash.update(run)
+        self.count += count
+
     def digest(self) -> bytes:
         """The id of the segment as it stands."""
         return self._hash.digest()
@@ -73,6 +80,34 @@ def segment_id(envelopes: Iterable[bytes]) -> bytes:
     for envelope in envelopes:
         hasher.add(envelope)
     return hasher.digest()
+
+
+def join_envelopes(envelopes: Iterable[bytes]) -> bytes:
+    """Stored envelopes as one run: each one's 4-byte length, then its bytes.
+
+    These are the bytes a segment id hashes after its tag, so a run that is a whole
+    segment is checked against its id with one hash.
+    """
+    return b"".join(len(e).to_bytes(4, "big") + e for e in envelopes)
+
+
+def split_envelopes(run: bytes) -> list[bytes]:
+    """The stored envelopes of a run :func:`join_envelopes` made.
+
+    Raises:
+        ValueError: the run is cut short (a length points past its end).
+    """
+    envelopes: list[bytes] = []
+    at, end = 0, len(run)
+    while at < end:
+        length = int.from_bytes(run[at:at + 4], "big")
+        at += 4
+        if at + length > end:
+            msg = f"a run of envelopes is cut short at byte {at}"
+            raise ValueError(msg)
+        envelopes.append(run[at:at + length])
+        at += length
+    return envelopes
 
 
 def segment_of(position: int) -> int:

@@ -279,19 +279,31 @@ def _check_target(target: Path) -> None:
         raise ImportTargetError(msg)
 
 
+#: Records checked and put per call inside the import's one transaction: bounds what
+#: is held in memory, not what commits (the whole import commits at once).
+_IMPORT_BATCH = 4096
+
+
 def _restore(path: Path, target: Path, header: Header, events: int) -> tuple[int, int]:
     """Write the checked export into a new home and fold its views; (head, lessons)."""
     with open_log(target, create=True, name=header.log_name) as log:
         with open(path, "rb") as f, bar("import: write", events) as shown, \
                 log.writing() as writing:
             link: bytes = GENESIS
+            rows: list[tuple[bytes, bytes | None]] = []
+            links: list[bytes] = []
             for number, line in _lines(f):
                 if number > 1:
                     stored = _line_decoder.decode(line).stored
                     assert stored is not None, "checked before"
-                    writing.restore(stored.envelope, stored.link, stored.body)
+                    rows.append((stored.envelope, stored.body))
+                    links.append(stored.link)
                     link = stored.link
                     shown.advance()
+                    if len(rows) == _IMPORT_BATCH:
+                        writing.import_records(rows, links=links)
+                        rows, links = [], []
+            writing.import_records(rows, links=links)
             if writing.appended != events or link.hex() != header.chain:
                 # Raised inside the block: the transaction commits nothing.
                 raise BadExportError(0, f"{path} changed while it was imported; import "

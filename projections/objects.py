@@ -17,6 +17,8 @@ are events). What it keeps:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 from lessonledger.ledger.envelope import GENESIS, chain_link, encode_envelope
 from lessonledger.ledger.events import (
@@ -83,6 +85,9 @@ class _State(msgspec.Struct):
     erasures: list[ErasureRow] = []
     snapshots: list[NamedSnapshot] = []
     refs: dict[str, bytes] = {}
+    #: The positions whose bodies fed this state (erasures, snapshots, acknowledgements);
+    #: None in a view saved before this was kept, which then cannot tell.
+    read_at: list[int] | None = None
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -93,7 +98,7 @@ class ObjectView:
     """Folds every record into segment ids; folds snapshots, refs and erasures."""
 
     def __init__(self) -> None:
-        self._s = _State()
+        self._s = _State(read_at=[])
         self._tombs: set[int] = set()
 
     @property
@@ -125,6 +130,8 @@ class ObjectView:
         envelope = record.envelope
         kind = envelope.type
         if record.payload is not None and kind in (ERASED, SNAPSHOT_TAKEN, ERASURE_ACKNOWLEDGED):
+            if self._s.read_at is not None:
+                self._s.read_at.append(envelope.position)
             event = decode_event(record.payload)
             if isinstance(event, Erased):
                 self._erased(envelope.position, event)
@@ -140,6 +147,16 @@ class ObjectView:
             s.closed.append(segment_id(s.open))
             s.open = []
         s.position = envelope.position
+
+    def survives_erasure(self, positions: Iterable[int]) -> bool:
+        """True when erasing the bodies at ``positions`` leaves this state as it is.
+
+        Only the bodies of erasures, snapshots and acknowledgements feed it; every other
+        record counts by its envelope, which an erasure keeps. So the runner need not
+        fold this view afresh at an erasure that names none of those.
+        """
+        read_at = self._s.read_at
+        return read_at is not None and set(read_at).isdisjoint(positions)
 
     def _erased(self, position: int, event: Erased) -> None:
         named = [p for p in event.positions if p < position]

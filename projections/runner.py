@@ -9,8 +9,9 @@ registered with a name and two ways to make it (empty, or from saved bytes), and
 - **fold** every view from where it stands to the head (or to a position), each record
   applied once to each view that has not seen it, in order;
 - **refold at an erasure**: an ``Erased`` record means bodies before it are gone, so
-  every view is made afresh and folded from position 0 through the erasure, and nothing
-  folded from an erased body survives in memory;
+  every view it may have fed is made afresh and folded from position 0 through the
+  erasure, and nothing folded from an erased body survives in memory (a view whose
+  ``survives_erasure(positions)`` says those bodies never fed it is kept);
 - **rebuild** a view (or all) from position 0, and fold fresh copies **as of** a
   position, for ``--as-of``;
 - **save** each view with the position it reflects: whole, or, for a view that keeps
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import lmdb
-from lessonledger.ledger.events import ERASED
+from lessonledger.ledger.events import ERASED, Erased, decode_event
 from lessonledger.ledger.log import Record
 from lessonledger.projections.errors import UnknownViewError
 from lessonledger.projections.store import ViewStore
@@ -163,6 +164,11 @@ class Runner:
         returns. It is not called for records before an erasure folded in the same pass:
         those were reacted to by the ledger that erased, with every body still there.
         """
+        with _no_cycle_collection():
+            return self._fold(log, stop, react)
+
+    def _fold(self, log: Scannable, stop: int | None,
+              react: Callable[[Record], None] | None) -> int:
         while True:
             start = self.position
             ahead = max((v.position for v in self.views.values()), default=0)
@@ -174,7 +180,7 @@ class Runner:
             for record in _until(log.scan(start + 1), stop):
                 position = record.envelope.position
                 if record.envelope.type == ERASED:
-                    self._refold(log, position)
+                    self._refold(log, record)
                 else:
                     for view in self.views.values():
                         if view.position < position:
@@ -184,9 +190,22 @@ class Runner:
             if self.position == start or (stop is not None and self.position >= stop):
                 return self.position
 
-    def _refold(self, log: Scannable, position: int) -> None:
-        """Every view made afresh and folded through the erasure at ``position``."""
-        self.views = self.fresh(log, position)
+    def _refold(self, log: Scannable, record: Record) -> None:
+        """Every view the erasure ``record`` touches made afresh and folded through it.
+
+        A view that says the erased bodies never fed it (``survives_erasure``, given the
+        positions the erasure names) is kept and folds the record like any other: what
+        it holds is what a fresh fold would give. Every other view is folded from 0.
+        """
+        position = record.envelope.position
+        named = _named(record)
+        kept = {name: view for name, view in self.views.items()
+                if named is not None and _survives(view, named)}
+        fresh = self.fresh(log, position, [n for n in self.views if n not in kept])
+        for view in kept.values():
+            if view.position < position:
+                view.apply(record)
+        self.views = {name: kept[name] if name in kept else fresh[name] for name in self.views}
         self.erasures += 1
         self.erased_at = position
 
@@ -269,6 +288,20 @@ class Runner:
         """How many positions the view furthest behind its saved state has folded since."""
         return max((self.views[n].position - self.saved_at[n]
                     for n in (names if names is not None else self.views)), default=0)
+
+
+def _named(record: Record) -> list[int] | None:
+    """The positions an ``Erased`` record names; None when its body is not there to say."""
+    if record.payload is None:
+        return None
+    event = decode_event(record.payload)
+    return list(event.positions) if isinstance(event, Erased) else None
+
+
+def _survives(view: Projection, positions: list[int]) -> bool:
+    """True when ``view`` declares that erasing ``positions`` leaves it as it is."""
+    survives = getattr(view, "survives_erasure", None)
+    return survives is not None and bool(survives(positions))
 
 
 @contextmanager

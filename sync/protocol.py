@@ -11,7 +11,8 @@ that many chunks in flight to it, and a slow replica holds up no one else.
   it is a prefix of its own and says so (:class:`Refused` ``diverged``).
 - :class:`SegmentIds` → :class:`Ids`: the ids of the segments from an index on.
 - :class:`Fetch` → :class:`Chunk`: the stored envelopes of a position range (never
-  across a segment's end) and the bodies the replica may read, erased ones never.
+  across a segment's end) as one run, the bytes its segment id hashes, and the bodies
+  the replica may read, erased ones never.
 - :class:`Push` → :class:`Pushed`: commands made on a replica, decided by the hub.
 - :class:`Ack` → :class:`Acked`: a replica applied an erasure and compacted.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from lessonledger.ledger.objects import split_envelopes
 from lessonledger.sync.errors import ProtocolError
 from msgspec import Meta
 
@@ -112,15 +114,27 @@ class Ids(_Message, frozen=True, tag="segment_ids"):
 
 
 class Chunk(_Message, frozen=True, tag="chunk"):
-    """Stored envelopes from ``start`` on, with bodies (``b""`` where none is sent).
+    """Stored envelopes from ``start`` on as one run, with bodies (``b""`` where none is sent).
 
-    ``withheld`` lists positions whose bodies the replica's key may not read.
+    ``run`` is the envelopes as a segment id hashes them
+    (:func:`~lessonledger.ledger.objects.join_envelopes`): a chunk of a whole segment is
+    verified with one hash. ``withheld`` lists positions whose bodies the replica's key
+    may not read.
     """
 
     start: int
-    envelopes: list[bytes]
+    run: bytes
     bodies: list[bytes]
     withheld: list[int] = []
+
+    @property
+    def envelopes(self) -> list[bytes]:
+        """The stored envelopes of the run, in order.
+
+        Raises:
+            ValueError: the run is cut short.
+        """
+        return split_envelopes(self.run)
 
 
 class PushResult(_Message, frozen=True, tag="result"):

@@ -31,10 +31,10 @@ from lessonledger.commands.messages import decode_command
 from lessonledger.commands.recall import Recaller
 from lessonledger.ledger.compaction import compact
 from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
-from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
+from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, Erased, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
-from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.log import LOG_NAME, EventLog, Writing
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
@@ -232,80 +232,96 @@ class _Puller:
     def _apply(self, chunk: Chunk) -> list[bytes]:
         assert self.refs is not None
         stop = self.asked.pop(chunk.start, None)
-        count = len(chunk.envelopes)
+        try:
+            envelopes = chunk.envelopes
+        except ValueError as e:
+            msg = f"the hub sent a chunk at {chunk.start} that is cut short"
+            raise ProtocolError(msg) from e
+        count = len(envelopes)
         if stop is None or not count or count > stop - chunk.start + 1 \
                 or len(chunk.bodies) != count:
             msg = f"the hub sent a chunk at {chunk.start} that was not asked for"
             raise ProtocolError(msg)
-        link, hasher = self.link, self.hasher.copy()
-        rows: list[tuple[bytes, bytes | None]] = []
-        erasures: list[tuple[int, Erased]] = []
-        # The envelopes first, against their segment's id: an altered envelope is named
-        # as the segment it is in, before any body is read by its commitment.
-        for offset, stored in enumerate(chunk.envelopes):
-            position = chunk.start + offset
-            hasher.add(stored)
-            link = sha256(link + stored).digest()
-            if position % SEGMENT_SIZE == 0:
-                expected = self._id_of(segment_of(position))
-                if hasher.digest() != expected:
-                    raise TamperedObjectError(kind="segment", address=expected, detail=(
-                        f"positions {position - SEGMENT_SIZE + 1}-{position} hash otherwise"))
-                hasher = SegmentHasher()
         last = chunk.start + count - 1
-        if last == self.refs.head:
-            if last % SEGMENT_SIZE and hasher.digest() != self._id_of(segment_of(last)):
-                expected = self._id_of(segment_of(last))
+        # The run first, against its segment's id, hashed as one piece (a chunk never
+        # crosses a segment's end): an altered envelope is named as the segment it is in,
+        # before any envelope is decoded or body read.
+        hasher = self.hasher.copy()
+        hasher.add_run(chunk.run, count)
+        closes = last % SEGMENT_SIZE == 0
+        if closes or last == self.refs.head:
+            expected = self._id_of(segment_of(last))
+            if hasher.digest() != expected:
+                first = segment_of(last) * SEGMENT_SIZE + 1
                 raise TamperedObjectError(kind="segment", address=expected, detail=(
-                    f"the open segment up to position {last} hashes otherwise"))
-            if link != self.refs.link:
-                raise TamperedObjectError(kind="chain", address=self.refs.link,
-                                          detail=f"the chain link at position {last} differs")
-        for offset, (stored, body) in enumerate(zip(chunk.envelopes, chunk.bodies, strict=True)):
-            rows.append((stored, self._body(chunk.start + offset, stored, body, erasures)))
-        self._commit(rows, erasures, chunk.withheld)
-        self.head, self.link, self.hasher = last, link, hasher
+                    f"positions {first}-{last} hash otherwise"))
+        if closes:
+            hasher = SegmentHasher()
+        rows = [(stored, body or None) for stored, body in zip(envelopes, chunk.bodies,
+                                                              strict=True)]
+        refused = [p for p in range(chunk.start, last + 1)
+                   if p in self.tombstones and rows[p - chunk.start][1] is not None]
+        if refused:
+            raise TamperedObjectError(kind="body", address=b"", detail=(
+                f"the body at position {refused[0]} was erased; it is not accepted back"))
+        self._commit(chunk.start, rows, chunk.withheld)
+        self.head, self.hasher = last, hasher
         self.result.fetched += count
         return [self._ask(last + 1, stop)] if last < stop else []
 
-    def _body(self, position: int, stored: bytes, body: bytes,
-              erasures: list[tuple[int, Erased]]) -> bytes | None:
-        if not body:
-            return None
-        try:
-            envelope = decode_envelope(stored)
-        except msgspec.DecodeError as e:
-            raise TamperedObjectError(kind="segment", address=b"",
-                                      detail=f"position {position} does not decode") from e
-        if sha256(body).digest() != envelope.commitment:
-            raise TamperedObjectError(kind="body", address=envelope.commitment,
-                                      detail=f"the body at position {position} hashes otherwise")
-        if position in self.tombstones:
-            raise TamperedObjectError(kind="body", address=envelope.commitment, detail=(
-                f"the body at position {position} was erased; it is not accepted back"))
-        if envelope.type == ERASED:
-            event = decode_event(body[SALT_BYTES:])
-            if isinstance(event, Erased):
-                erasures.append((position, event))
-        self.result.bodies += 1
-        return body
-
-    def _commit(self, rows: list[tuple[bytes, bytes | None]],
-                erasures: list[tuple[int, Erased]], withheld: list[int]) -> None:
+    def _commit(self, start: int, rows: list[tuple[bytes, bytes | None]],
+                withheld: list[int]) -> None:
+        # Everything below is checked inside the transaction before it commits: a misfit
+        # raises out of the block, which then writes nothing of the chunk.
+        assert self.refs is not None
         with self.log.writing() as writing:
-            writing.import_records(rows, bodies_checked=True)
+            try:
+                envelopes = writing.import_records(rows)
+            except ReplayMismatchError as e:
+                raise self._tampered(e, rows[e.position - start]) from None
+            last = start + len(rows) - 1
+            if last == self.refs.head and writing.link != self.refs.link:
+                raise TamperedObjectError(kind="chain", address=self.refs.link,
+                                          detail=f"the chain link at position {last} differs")
             txn = writing.transaction
             self.state.add_positions(txn, "withheld", withheld)
-            for position, erased in erasures:
-                named = [p for p in erased.positions if p < position]
-                writing.erase_bodies(named)
-                self.tombstones.update(named)
-                self.state.remove_positions(txn, "withheld", named)
-                self.state.add_positions(txn, "pending", [position])
-                if erased.what in ("principal", "session"):
-                    self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
-                                          if _names(queued.command, erased.what, erased.subject)])
+            for envelope, (_, body) in zip(envelopes, rows, strict=True):
+                if body is not None:
+                    self.result.bodies += 1
+                    if envelope.type == ERASED:
+                        self._erase(writing, envelope.position, body)
+            self.link = writing.link
         self.result.withheld += len(withheld)
+
+    def _tampered(self, error: ReplayMismatchError,
+                  row: tuple[bytes, bytes | None]) -> TamperedObjectError:
+        """What a record that does not fit is, named by the object it came in."""
+        stored, body = row
+        try:
+            envelope = decode_envelope(stored)
+        except msgspec.DecodeError:
+            envelope = None
+        if envelope is not None and body is not None \
+                and sha256(body).digest() != envelope.commitment:
+            return TamperedObjectError(kind="body", address=envelope.commitment, detail=(
+                f"the body at position {error.position} hashes otherwise"))
+        return TamperedObjectError(kind="segment", address=b"", detail=(
+            f"position {error.position} does not fit: {error.detail}"))
+
+    def _erase(self, writing: Writing, position: int, body: bytes) -> None:
+        """Apply a pulled ``Erased`` in the chunk's transaction: bodies gone, ack pending."""
+        erased = decode_event(body[SALT_BYTES:])
+        if not isinstance(erased, Erased):
+            return
+        txn = writing.transaction
+        named = [p for p in erased.positions if p < position]
+        writing.erase_bodies(named)
+        self.tombstones.update(named)
+        self.state.remove_positions(txn, "withheld", named)
+        self.state.add_positions(txn, "pending", [position])
+        if erased.what in ("principal", "session"):
+            self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
+                                  if _names(queued.command, erased.what, erased.subject)])
 
 
 def _names(command: bytes, what: str, subject: str) -> bool:

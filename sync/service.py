@@ -36,7 +36,7 @@ from lessonledger.ledger.events import (
     AnyEvent,
     ErasureAcknowledged,
 )
-from lessonledger.ledger.objects import merkle_root, segment_of
+from lessonledger.ledger.objects import join_envelopes, merkle_root, segment_of
 from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
@@ -164,7 +164,7 @@ class SyncService:
             budget -= len(sent)
             envelopes.append(stored)
             bodies.append(sent)
-        return Chunk(fetch.start, envelopes, bodies, withheld)
+        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
 
     def _push(self, push: Push, grant: Grant | None) -> Reply:
         view = self._objects()

@@ -5,7 +5,10 @@
   the same bytes with the same credit, each chunk hashed with SHA-256 and written to a
   file: the physical limit of moving those bytes through ZeroMQ here. Both servers are
   separate processes on 127.0.0.1, and neither side fsyncs (the clone commits to the
-  OS, as with ``LESSONLEDGER_SYNC=os``; the raw copy writes without fsync).
+  OS, as with ``LESSONLEDGER_SYNC=os``; the raw copy writes without fsync). The clone
+  is timed from its first request until ``pull`` returns with the views and the index
+  folded and saved: what a user waits for before ``lessons list`` or recall on the
+  clone answers without folding anything.
   ``transfer_vs_raw`` is the same clone without its fold of the views and the index
   (``clone_fold_s``): the objects moved, verified and committed.
 - ``pull_bytes_ratio``: bytes on the wire (both ways) for a pull of 1,000 new events,

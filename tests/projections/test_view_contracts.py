@@ -96,6 +96,20 @@ class TestObjects(ProjectionContract):
             assert view.tombstones == frozenset(erased.erased)
             assert alices not in view.dump()
 
+    def test_an_erasure_of_bodies_it_never_read_keeps_it_as_a_fresh_fold_would_be(
+            self, tmp_path: Path) -> None:
+        # The runner keeps this view at an erasure instead of folding it from 0: what it
+        # keeps must be byte for byte what a fold from 0 of the erased log gives.
+        home, _ = self._home(tmp_path)
+        with open_ledger(home, sync=False) as ledger:
+            kept = object_view(ledger.runner)
+            snapshot_at = kept.snapshots[0].position
+            ledger.erase(key="erase-alice", what="principal", subject="alice", reason="r")
+            assert object_view(ledger.runner) is kept
+            fresh = ledger.runner.fresh(ledger.log, None, ["objects"])["objects"]
+            assert fresh.dump() == kept.dump()
+            assert not kept.survives_erasure([snapshot_at])  # a body it read: refolded
+
 
 def test_every_registered_view_has_its_contract_test() -> None:
     tested = {kind.view for kind in ProjectionContract.__subclasses__()}

@@ -32,6 +32,7 @@ from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.objects import join_envelopes
 from lessonledger.sync.protocol import Chunk, decode_reply, encode
 from residue import windows, windows_left
 from sync_workload import PROJECTS, fill
@@ -233,7 +234,7 @@ def _flip_body(chunk: Chunk) -> tuple[Chunk, bytes]:
     body[len(body) // 2] ^= 0x20
     bodies = [*chunk.bodies[:i], bytes(body), *chunk.bodies[i + 1:]]
     commitment = msgspec.msgpack.decode(chunk.envelopes[i], type=Envelope).commitment
-    return Chunk(chunk.start, chunk.envelopes, bodies, chunk.withheld), commitment
+    return Chunk(chunk.start, chunk.run, bodies, chunk.withheld), commitment
 
 
 def _flip_envelope(chunk: Chunk) -> tuple[Chunk, bytes]:
@@ -242,7 +243,7 @@ def _flip_envelope(chunk: Chunk) -> tuple[Chunk, bytes]:
     envelopes = [*chunk.envelopes[:40], bytes(envelope), *chunk.envelopes[41:]]
     from lessonledger.ledger.objects import segment_id
 
-    return Chunk(chunk.start, envelopes, chunk.bodies, chunk.withheld), segment_id(
+    return Chunk(chunk.start, join_envelopes(envelopes), chunk.bodies, chunk.withheld), segment_id(
         chunk.envelopes)
 
 
