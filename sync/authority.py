@@ -19,12 +19,14 @@ which apply :mod:`lessonledger.commands.authorization` to the connection's grant
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
+from uuid import UUID
 
 import msgspec
 from lessonledger.commands import authorization
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
 from lessonledger.projections.access import Grant
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "Authority",
     "GrantAuthority",
     "LoopbackAuthority",
+    "body_scope",
     "may_read",
     "require_admin",
     "require_own_principal",
@@ -125,6 +128,32 @@ class GrantAuthority:
         if grant is None:
             return None
         return Access(principal=grant.principal, grant=grant, key=grant.public_key)
+
+
+#: A scope no grant reads: a body about a lesson no longer known is withheld.
+_UNREADABLE = "\x00unknown lesson"
+
+
+def body_scope(scope: str, kind: str, body: bytes,
+               lesson_scope: Callable[[UUID], str | None]) -> str:
+    """The project whose read grant a body needs.
+
+    Most events carry their project in their envelope. Some about one lesson do not
+    (a retirement with a person's note, a promotion, a demotion): their envelope scope
+    is empty, which would read as ledger-wide; they need the lesson's own scope, and a
+    lesson no longer known (erased) is read by no one.
+
+    Args:
+        scope: the envelope's scope.
+        kind: the envelope's event tag.
+        body: the body bytes.
+        lesson_scope: the current scope of a lesson, None when unknown.
+    """
+    if scope or kind not in NAMES_A_LESSON:
+        return scope
+    lesson_id = getattr(decode_event(body), "lesson_id", None)
+    found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+    return _UNREADABLE if found is None else found
 
 
 def may_read(access: Access, project: str) -> bool:

@@ -1,0 +1,57 @@
+"""Attacks on the hub by a key with a grant on another project (wave 2, attack2).
+
+Each test is one attempt a hostile peer makes on a real hub process over CURVE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import msgspec
+import pytest
+from hubtools import HubProcess
+from lessonledger.commands import Ledger
+from lessonledger.commands.errors import AccessRefusedError
+from lessonledger.ledger.events import decode_event
+from test_hub_access import Keys, P, Q, grant, pair
+
+SECRET_WORDS = "retired because the quarterly acquisition of ZetaCorp"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
+    base = tmp_path_factory.mktemp("attack2")
+    keys = Keys(base / "keys")
+    with Ledger(base / "home") as ledger:
+        grant(ledger, keys, "alice", "alice", read=[P], write=[P])
+        grant(ledger, keys, "bob", "bob", read=[Q], write=[Q])
+        grant(ledger, keys, "ops", "operator", admin=True)
+    server = HubProcess(base / "home", base / "hub.log", "--key", str(keys.secret("hub")))
+    try:
+        server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
+        yield server, keys
+    finally:
+        server.kill()
+
+
+def test_a_retirement_note_of_a_project_is_not_read_through_the_log(
+        setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with keys.client(server, "alice") as alice:
+        alice.observe_outcome(key="alice-r1", project=P, session="r1", passed=True,
+                              operations=pair("docs"))
+        lesson = alice.lessons(P, record=False)[0]
+        alice.retire_lesson(key="alice-retire", lesson_id=lesson.lesson_id,
+                            reason=SECRET_WORDS)
+        head = alice.head()
+    with keys.client(server, "bob") as bob:
+        with pytest.raises(AccessRefusedError):
+            bob.lesson(lesson.lesson_id)
+        records = bob.read_log(1, head + 10)
+    shown = [r for r in records if r.payload is not None]
+    for record in shown:
+        assert SECRET_WORDS.encode() not in record.payload, record.envelope
+        event = decode_event(record.payload)
+        assert str(lesson.lesson_id) not in msgspec.json.encode(event).decode(), (
+            f"{record.envelope.type} about a lesson of {P} shown to a key without a read "
+            "grant on it")
