@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
 from lessonledger.commands import authorization
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.commands.messages import (
+    DeclareEnvironmentChange,
+    EditLesson,
+    ObserveOutcome,
+    ProposeLesson,
+    RetireLesson,
+)
 from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
 from lessonledger.projections.access import Grant
 
@@ -34,6 +41,7 @@ __all__ = [
     "Authority",
     "GrantAuthority",
     "LoopbackAuthority",
+    "authorize_command",
     "body_scope",
     "may_read",
     "require_admin",
@@ -203,3 +211,28 @@ def require_admin(access: Access, what: str = "erase, grant or reconcile") -> No
         authorization.require_admin(access.grant, what)
     elif not access.admin:
         raise AccessRefusedError(access.principal, "", "admin", what)
+
+
+def authorize_command(access: Access, command: Any,
+                      lesson_scope: Callable[[UUID], str | None]) -> None:
+    """Refuse a command ``access``'s grant does not cover (the hub's and a push's rule).
+
+    An outcome or a proposal needs a write grant on its project, an environment change
+    one on its scope, an edit or a retirement one on the lesson's own scope (an unknown
+    lesson is refused by the command itself); everything else (reconcile, the skill and
+    access commands) acts ledger-wide and needs admin.
+
+    Raises:
+        AccessRefusedError: the grant does not cover it.
+    """
+    match command:
+        case ObserveOutcome() | ProposeLesson():
+            require_write(access, command.project)
+        case DeclareEnvironmentChange():
+            require_write(access, command.scope)
+        case EditLesson() | RetireLesson():
+            scope = lesson_scope(command.lesson_id)
+            if scope is not None:
+                require_write(access, scope)
+        case _:
+            require_admin(access)

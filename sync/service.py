@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from uuid import UUID
 
 import msgspec
-from lessonledger.commands.authorization import may_read, require_write
+from lessonledger.commands.authorization import may_read
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import decode_command
@@ -42,7 +42,7 @@ from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
-from lessonledger.sync.authority import body_scope
+from lessonledger.sync.authority import Access, authorize_command, body_scope
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     Ack,
@@ -197,9 +197,12 @@ class SyncService:
                 continue
             try:
                 if grant is not None:
-                    # The key's principal, never one the replica names.
+                    # The key's principal, never one the replica names; and the hub's
+                    # own rule for what its grant covers.
                     command = msgspec.structs.replace(command, principal=grant.principal)
-                    require_write(grant, str(getattr(command, "project", "") or ""))
+                    authorize_command(Access(principal=grant.principal, grant=grant,
+                                             key=grant.public_key),
+                                      command, self._lesson_scope)
                 receipt = self.ledger.execute(command)
             except LessonLedgerError as e:
                 results.append(PushResult(command.key, refused=str(e)))

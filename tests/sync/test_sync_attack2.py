@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lessonledger.commands import Operation, open_ledger
+from lessonledger.commands import Ledger, Operation, open_ledger
+from lessonledger.projections.lesson_rows import LessonRow
+from lessonledger.sync.keys import load_public, load_secret
+from lessonledger.sync.protocol import Push, Pushed, PushResult, decode_reply, encode
+from lessonledger.sync.transport import ZmqExchange
 from sync_workload import PROJECTS
 from test_sync_access import Setup, raw, run, setup
 
@@ -17,21 +21,25 @@ __all__ = ["setup"]  # the fixture, shared
 NOTE = "retired after the confidential merger with ZetaCorp"
 
 
+def _lesson(ledger: Ledger, project: str, tag: str) -> LessonRow:
+    """A live lesson of ``project``'s own (not global), from a user's proposal."""
+    outcome = ledger.observe_outcome(
+        key=f"{tag}-o", principal="pat", project=project, passed=True, operations=[
+            Operation(op=f"{tag}-old", target="prod", ok=False, error="refused", order=0),
+            Operation(op=f"{tag}-new", target="prod", ok=True, order=1)])
+    ledger.propose_lesson(
+        key=f"{tag}-l", principal="pat", project=project, kind="prefer",
+        text=f"deploy with {tag}-new", avoid_op=f"{tag}-old", prefer_op=f"{tag}-new",
+        target="prod", source="user", evidence=[outcome.ids["outcome_id"]])
+    return next(row for row in ledger.catalogue(project, everything=True)
+                if row.prefer_op == f"{tag}-new" and row.status != "superseded")
+
+
 def test_a_retirement_note_of_an_unread_project_is_withheld_from_a_clone(
         setup: Setup, tmp_path: Path) -> None:
     env, hub, keys, url = setup
     with open_ledger(hub, sync=False) as ledger:
-        outcome = ledger.observe_outcome(
-            key="secret-o", principal="pat", project=PROJECTS[1], passed=True, operations=[
-                Operation(op="deploy-old", target="prod", ok=False, error="refused", order=0),
-                Operation(op="deploy-new", target="prod", ok=True, order=1)])
-        ledger.propose_lesson(
-            key="secret-l", principal="pat", project=PROJECTS[1], kind="prefer",
-            text="deploy with the new pipeline", avoid_op="deploy-old",
-            prefer_op="deploy-new", target="prod", source="user",
-            evidence=[outcome.ids["outcome_id"]])
-        lesson = next(row for row in ledger.catalogue(PROJECTS[1], everything=True)
-                      if row.target == "prod" and row.status != "superseded")
+        lesson = _lesson(ledger, PROJECTS[1], "secret")
         assert lesson.scope == PROJECTS[1]
         ledger.retire_lesson(key="retire-secret", lesson_id=lesson.lesson_id, reason=NOTE)
     replica = tmp_path / "r"
@@ -45,3 +53,42 @@ def test_a_retirement_note_of_an_unread_project_is_withheld_from_a_clone(
         assert body is None or str(lesson.lesson_id).encode() not in body
     verified = json.loads(run(env, "--home", str(replica), "verify", "--json").stdout)
     assert verified["ok"]
+
+
+def _push(url: str, keys: Path, name: str, *commands: dict[str, object]) -> list[PushResult]:
+    public, secret = load_secret(keys / f"{name}.key_secret")
+    with ZmqExchange(url, curve=(public, secret, load_public(keys / "hub.key")),
+                     timeout=30) as exchange:
+        lines = [json.dumps(c).encode() for c in commands]
+        reply = decode_reply(exchange.call(encode(Push("whoever", [10**9] * len(lines),
+                                                       lines))))
+    assert isinstance(reply, Pushed), reply
+    return reply.results
+
+
+def test_a_push_is_authorized_as_the_hub_authorizes_a_command(
+        setup: Setup, tmp_path: Path) -> None:
+    """A write grant on ``global`` is not a write grant on every project, nor admin."""
+    env, hub, keys, url = setup
+    run(env, "keys", "new", "globe")
+    run(env, "--home", str(hub), "access", "grant", "globe", "--principal", "gus",
+        "--write", "global")
+    with open_ledger(hub, sync=False) as ledger:
+        mine, theirs = (_lesson(ledger, project, f"p{i}") for i, project in enumerate(PROJECTS))
+        head = ledger.head()
+    results = _push(url, keys, "globe",
+                    {"command": "retire_lesson", "key": "globe-retire",
+                     "lesson_id": str(theirs.lesson_id), "reason": "mine now"},
+                    {"command": "declare_environment_change", "key": "globe-env",
+                     "scope": PROJECTS[1], "component": "python", "new": "9.9"},
+                    {"command": "reconcile", "key": "globe-reconcile",
+                     "now": "2030-01-01T00:00:00Z"})
+    assert all(r.refused and not r.positions for r in results), results
+    with open_ledger(hub, sync=False) as ledger:
+        assert ledger.head() == head
+        assert ledger.lesson(theirs.lesson_id).status == theirs.status
+    # The reader's own project is its to retire from a replica.
+    (own,) = _push(url, keys, "reader",
+                   {"command": "retire_lesson", "key": "reader-retire",
+                    "lesson_id": str(mine.lesson_id), "reason": "done with it"})
+    assert own.positions and not own.refused, own
