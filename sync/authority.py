@@ -42,6 +42,7 @@ __all__ = [
     "GrantAuthority",
     "LoopbackAuthority",
     "authorize_command",
+    "authorize_event",
     "body_scope",
     "may_read",
     "require_admin",
@@ -236,3 +237,23 @@ def authorize_command(access: Access, command: Any,
                 require_write(access, scope)
         case _:
             require_admin(access)
+
+
+def authorize_event(access: Access, event: Any,
+                    lesson_scope: Callable[[UUID], str | None]) -> None:
+    """Refuse a raw event ``access``'s grant does not cover.
+
+    It needs a write grant on the project its body names (``global`` when it names
+    none), and on the own scope of every known lesson it is about: naming one's own
+    project in a confirmation does not make another project's lesson one's own.
+
+    Raises:
+        AccessRefusedError: the grant does not cover it.
+    """
+    scope = str(getattr(event, "scope", "") or getattr(event, "project", ""))
+    require_write(access, scope or "global")
+    named = [getattr(event, "lesson_id", None), *getattr(event, "lesson_ids", ())]
+    for lesson_id in named:
+        found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+        if found is not None and found != scope:
+            require_write(access, found)

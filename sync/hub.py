@@ -54,9 +54,9 @@ from lessonledger.sync.authority import (
     Access,
     Authority,
     authorize_command,
+    authorize_event,
     require_admin,
     require_own_principal,
-    require_write,
 )
 from lessonledger.sync.queries import answer_bytes
 from lessonledger.sync.stats import HubStats
@@ -646,8 +646,7 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
     try:
         if isinstance(item, Submission):
             # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
-            scope = str(getattr(item.event, "scope", "") or getattr(item.event, "project", ""))
-            require_write(access, scope or "global")
+            authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
             require_own_principal(access, item.principal)
             return msgspec.structs.replace(item, principal=access.principal)
         command = item  # checked on the front thread (_checked)

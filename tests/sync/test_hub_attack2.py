@@ -6,6 +6,7 @@ Each test is one attempt a hostile peer makes on a real hub process over CURVE.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from uuid import uuid4
 
 import msgspec
 import pytest
@@ -55,3 +56,33 @@ def test_a_retirement_note_of_a_project_is_not_read_through_the_log(
         assert str(lesson.lesson_id) not in msgspec.json.encode(event).decode(), (
             f"{record.envelope.type} about a lesson of {P} shown to a key without a read "
             "grant on it")
+
+
+def test_a_raw_submission_cannot_act_on_another_projects_lesson(
+        setup: tuple[HubProcess, Keys]) -> None:
+    """Naming one's own project in the body does not make another's lesson one's own."""
+    server, keys = setup
+    with keys.client(server, "bob") as bob:
+        bob.observe_outcome(key="bob-s1", project=Q, session="bs1", passed=True,
+                            operations=pair("bob-only"))
+        (theirs,) = [row for row in bob.lessons(Q, record=False) if row.target == "bob-only"]
+    with keys.client(server, "alice") as alice:
+        mine = alice.observe_outcome(key="alice-s1", project=P, session="as1", passed=True,
+                                     operations=pair("build"))
+        head = alice.head()
+        for i, event in enumerate([
+                {"type": "lesson.confirmed", "lesson_id": str(theirs.lesson_id),
+                 "outcome_id": str(mine.ids["outcome_id"]), "project": P},
+                {"type": "lesson.contradicted", "lesson_id": str(theirs.lesson_id),
+                 "outcome_id": str(mine.ids["outcome_id"]), "project": P, "failed": True}]):
+            submission = msgspec.json.encode({
+                "event_id": str(uuid4()), "stream": str(uuid4()), "version": 0,
+                "occurred_at": "2026-12-01T12:00:00Z", "actor": f"alice-{i}",
+                "event": event})
+            with pytest.raises(AccessRefusedError):
+                alice.submit(submission)
+        assert alice.head() == head
+    with keys.client(server, "bob") as bob:
+        after = bob.lesson(theirs.lesson_id)
+        assert (after.scope, after.confidence, after.status) == (
+            theirs.scope, theirs.confidence, theirs.status)
