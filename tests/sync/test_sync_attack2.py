@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from lessonledger.commands import Ledger, Operation, open_ledger
 from lessonledger.projections.lesson_rows import LessonRow
+from lessonledger.sync.errors import UnreachableError
 from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.protocol import Push, Pushed, PushResult, decode_reply, encode
 from lessonledger.sync.transport import ZmqExchange
@@ -91,4 +93,25 @@ def test_a_push_is_authorized_as_the_hub_authorizes_a_command(
     (own,) = _push(url, keys, "reader",
                    {"command": "retire_lesson", "key": "reader-retire",
                     "lesson_id": str(mine.lesson_id), "reason": "done with it"})
-    assert own.positions and not own.refused, own
+    assert own.positions, own
+    assert not own.refused
+
+
+def test_a_stale_push_by_a_key_whose_principal_was_erased_is_shut_out(
+        setup: Setup, tmp_path: Path) -> None:
+    """A command made away before the erasure, naming no principal, brings nothing back."""
+    env, hub, keys, url = setup
+    run(env, "--home", str(hub), "erase", "--principal", "rita", "--reason", "asked",
+        "--no-compact", "--json")
+    with open_ledger(hub, sync=False) as ledger:
+        head = ledger.head()
+    public, secret = load_secret(keys / "reader.key_secret")
+    line = json.dumps({"command": "observe_outcome", "key": "rita-away", "project":
+                       PROJECTS[0], "passed": True, "task": "made before the erasure",
+                       "operations": [{"op": "op-1", "target": "t", "ok": True}]})
+    # Erasing the principal takes its grant with it: the key is shut out at the handshake.
+    with ZmqExchange(url, curve=(public, secret, load_public(keys / "hub.key")),
+                     timeout=3) as exchange, pytest.raises(UnreachableError):
+        exchange.call(encode(Push("whoever", [1], [line.encode()])))
+    with open_ledger(hub, sync=False) as ledger:
+        assert ledger.head() == head
