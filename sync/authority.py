@@ -19,12 +19,21 @@ which apply :mod:`lessonledger.commands.authorization` to the connection's grant
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+from uuid import UUID
 
 import msgspec
 from lessonledger.commands import authorization
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.commands.messages import (
+    DeclareEnvironmentChange,
+    EditLesson,
+    ObserveOutcome,
+    ProposeLesson,
+    RetireLesson,
+)
+from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
 from lessonledger.projections.access import Grant
 
 __all__ = [
@@ -32,6 +41,9 @@ __all__ = [
     "Authority",
     "GrantAuthority",
     "LoopbackAuthority",
+    "authorize_command",
+    "authorize_event",
+    "body_scope",
     "may_read",
     "require_admin",
     "require_own_principal",
@@ -127,6 +139,32 @@ class GrantAuthority:
         return Access(principal=grant.principal, grant=grant, key=grant.public_key)
 
 
+#: A scope no grant reads: a body about a lesson no longer known is withheld.
+_UNREADABLE = "\x00unknown lesson"
+
+
+def body_scope(scope: str, kind: str, body: bytes,
+               lesson_scope: Callable[[UUID], str | None]) -> str:
+    """The project whose read grant a body needs.
+
+    Most events carry their project in their envelope. Some about one lesson do not
+    (a retirement with a person's note, a promotion, a demotion): their envelope scope
+    is empty, which would read as ledger-wide; they need the lesson's own scope, and a
+    lesson no longer known (erased) is read by no one.
+
+    Args:
+        scope: the envelope's scope.
+        kind: the envelope's event tag.
+        body: the body bytes.
+        lesson_scope: the current scope of a lesson, None when unknown.
+    """
+    if scope or kind not in NAMES_A_LESSON:
+        return scope
+    lesson_id = getattr(decode_event(body), "lesson_id", None)
+    found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+    return _UNREADABLE if found is None else found
+
+
 def may_read(access: Access, project: str) -> bool:
     """Whether ``access`` may read ``project`` (global lessons come with any grant)."""
     return authorization.may_read(access.grant, project) if access.grant is not None else True
@@ -174,3 +212,48 @@ def require_admin(access: Access, what: str = "erase, grant or reconcile") -> No
         authorization.require_admin(access.grant, what)
     elif not access.admin:
         raise AccessRefusedError(access.principal, "", "admin", what)
+
+
+def authorize_command(access: Access, command: Any,
+                      lesson_scope: Callable[[UUID], str | None]) -> None:
+    """Refuse a command ``access``'s grant does not cover (the hub's and a push's rule).
+
+    An outcome or a proposal needs a write grant on its project, an environment change
+    one on its scope, an edit or a retirement one on the lesson's own scope (an unknown
+    lesson is refused by the command itself); everything else (reconcile, the skill and
+    access commands) acts ledger-wide and needs admin.
+
+    Raises:
+        AccessRefusedError: the grant does not cover it.
+    """
+    match command:
+        case ObserveOutcome() | ProposeLesson():
+            require_write(access, command.project)
+        case DeclareEnvironmentChange():
+            require_write(access, command.scope)
+        case EditLesson() | RetireLesson():
+            scope = lesson_scope(command.lesson_id)
+            if scope is not None:
+                require_write(access, scope)
+        case _:
+            require_admin(access)
+
+
+def authorize_event(access: Access, event: Any,
+                    lesson_scope: Callable[[UUID], str | None]) -> None:
+    """Refuse a raw event ``access``'s grant does not cover.
+
+    It needs a write grant on the project its body names (``global`` when it names
+    none), and on the own scope of every known lesson it is about: naming one's own
+    project in a confirmation does not make another project's lesson one's own.
+
+    Raises:
+        AccessRefusedError: the grant does not cover it.
+    """
+    scope = str(getattr(event, "scope", "") or getattr(event, "project", ""))
+    require_write(access, scope or "global")
+    named = [getattr(event, "lesson_id", None), *getattr(event, "lesson_ids", ())]
+    for lesson_id in named:
+        found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+        if found is not None and found != scope:
+            require_write(access, found)

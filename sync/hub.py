@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from uuid import UUID
 
 import msgspec
 import zmq
@@ -38,12 +39,7 @@ from lessonledger.commands.errors import AccessRefusedError, CommandError, Inval
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
-    DeclareEnvironmentChange,
-    EditLesson,
     Erase,
-    ObserveOutcome,
-    ProposeLesson,
-    RetireLesson,
     checked_command,
 )
 from lessonledger.commands.read_side import Reader
@@ -58,9 +54,10 @@ from lessonledger.sync.authenticator import Authenticator, client_key, start_aut
 from lessonledger.sync.authority import (
     Access,
     Authority,
+    authorize_command,
+    authorize_event,
     require_admin,
     require_own_principal,
-    require_write,
 )
 from lessonledger.sync.queries import answer_bytes
 from lessonledger.sync.stats import HubStats
@@ -636,6 +633,11 @@ def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessComma
     return command
 
 
+def _lesson_scope(ledger: Ledger, lesson_id: UUID) -> str | None:
+    row = ledger.view.lessons.get(lesson_id)
+    return None if row is None else row.scope
+
+
 def _authorized(ledger: Ledger, work: _Work) -> Any:
     """The work's item with the connection's principal, if its grant covers it.
 
@@ -646,22 +648,11 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
     try:
         if isinstance(item, Submission):
             # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
-            scope = str(getattr(item.event, "scope", "") or getattr(item.event, "project", ""))
-            require_write(access, scope or "global")
+            authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
             require_own_principal(access, item.principal)
             return msgspec.structs.replace(item, principal=access.principal)
         command = item  # checked on the front thread (_checked)
-        match command:
-            case ObserveOutcome() | ProposeLesson():
-                require_write(access, command.project)
-            case DeclareEnvironmentChange():
-                require_write(access, command.scope)
-            case EditLesson() | RetireLesson():
-                row = ledger.view.lessons.get(command.lesson_id)
-                if row is not None:  # an unknown lesson is refused by the command itself
-                    require_write(access, row.scope)
-            case _:
-                require_admin(access)  # reconcile and the skill commands act ledger-wide
+        authorize_command(access, command, lambda i: _lesson_scope(ledger, i))
         return command
     except CommandError as e:
         raise _Refusal(e) from e

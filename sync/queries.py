@@ -12,12 +12,13 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
-from lessonledger.commands.errors import InvalidCommandError
+from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
 from lessonledger.commands.read_side import Reader
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.sync import wire
 from lessonledger.sync.authority import (
     Access,
+    body_scope,
     may_read,
     require_own_principal,
     require_read,
@@ -147,8 +148,17 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
                                       limit=max(1, min(span.limit, MAX_LOG_RECORDS)))
             # Every envelope travels (the chain must verify); a body only where it may
             # be read.
-            return [(r.envelope, r.payload if may_read(access, r.envelope.scope) else None)
+            return [(r.envelope, r.payload if r.payload is not None and may_read(
+                access, body_scope(r.envelope.scope, r.envelope.type, r.payload,
+                                   lambda i: _lesson_scope(reader, i))) else None)
                     for r in records]
+
+
+def _lesson_scope(reader: Reader, lesson_id: UUID) -> str | None:
+    try:
+        return reader.lesson(lesson_id).scope
+    except UnknownLessonError:
+        return None
 
 
 def answer_bytes(reader: Reader, access: Access, query: wire.QueryRequest,

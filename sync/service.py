@@ -21,13 +21,14 @@ needs a write grant on its project.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from uuid import UUID
 
 import msgspec
-from lessonledger.commands.authorization import may_read, require_write
+from lessonledger.commands.authorization import may_read
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import decode_command
-from lessonledger.ledger.envelope import Envelope, decode_envelope
+from lessonledger.ledger.envelope import SALT_BYTES, Envelope, decode_envelope
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.events import (
     ERASED,
@@ -41,6 +42,7 @@ from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
+from lessonledger.sync.authority import Access, authorize_command, body_scope
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     Ack,
@@ -155,7 +157,9 @@ class SyncService:
                     envelope = decode_envelope(stored)
                     if envelope.type in _ALWAYS_SENT or (
                             self.may_read(peer, envelope)
-                            and (grant is None or may_read(grant, envelope.scope))):
+                            and (grant is None or may_read(grant, body_scope(
+                                envelope.scope, envelope.type, body[SALT_BYTES:],
+                                self._lesson_scope)))):
                         sent = body
                     else:
                         withheld.append(position)
@@ -165,6 +169,10 @@ class SyncService:
             envelopes.append(stored)
             bodies.append(sent)
         return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
+
+    def _lesson_scope(self, lesson_id: UUID) -> str | None:
+        row = self.ledger.view.lessons.get(lesson_id)
+        return None if row is None else row.scope
 
     def _push(self, push: Push, grant: Grant | None) -> Reply:
         view = self._objects()
@@ -189,9 +197,12 @@ class SyncService:
                 continue
             try:
                 if grant is not None:
-                    # The key's principal, never one the replica names.
+                    # The key's principal, never one the replica names; and the hub's
+                    # own rule for what its grant covers.
                     command = msgspec.structs.replace(command, principal=grant.principal)
-                    require_write(grant, str(getattr(command, "project", "") or ""))
+                    authorize_command(Access(principal=grant.principal, grant=grant,
+                                             key=grant.public_key),
+                                      command, self._lesson_scope)
                 receipt = self.ledger.execute(command)
             except LessonLedgerError as e:
                 results.append(PushResult(command.key, refused=str(e)))
