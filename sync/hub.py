@@ -385,6 +385,8 @@ class Hub:
     def _dispatch(self, router: zmq.Socket[Any], identity: bytes, frame: wire.Frame,
                   access: Access) -> None:
         body: msgspec.Struct = wire.decode_body(frame)
+        self.stats.request(f"query:{body.query}" if isinstance(body, wire.QueryRequest)
+                           else frame.kind)
         if isinstance(body, wire.StatusRequest):
             self._send(router, identity, _reply(self.status(), frame.id))
             return
