@@ -539,7 +539,8 @@ class Hub:
             outbox.send_multipart([_HEAD, _head.pack(self.head)])
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
-        if work.kind == "sync" and self._sync is not None:
+        if work.kind == "sync":
+            assert self._sync is not None, "set by the writer before any work is taken"
             # The hub's authority decided who the peer is: its grant filters the bodies
             # a partial replica gets and is the principal of what it pushes.
             peer = work.access.key or work.identity.hex()

@@ -1,8 +1,9 @@
 """Sync between real processes over ZeroMQ on 127.0.0.1, driven through the CLI.
 
 A hub serves (``lessonledger serve``, the endpoint agents use too); replicas clone,
-pull and push with the ``lessonledger`` command. A clone equals its source; a clone SIGKILLed at random moments completes on
-the next run with the same bytes; a byte-flipping proxy between replica and hub gets
+pull and push with the ``lessonledger`` command. A clone equals its source; a clone
+SIGKILLed at random moments completes on the next run with the same bytes; an outbox
+larger than one hub frame is pushed in parts; a byte-flipping proxy between replica and hub gets
 the damaged object refused with its hash named; an erasure at the hub reaches two
 replicas and leaves no 16-byte window of the erased content in any file of the hub,
 the replicas or a checkout of a snapshot taken before it.
@@ -13,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -28,11 +27,11 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
+from hubtools import HubProcess
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
-from hubtools import HubProcess
 from lessonledger.sync import wire
 from lessonledger.sync.protocol import Chunk, SyncReplyFrame, decode_reply, encode
 from residue import windows, windows_left
@@ -206,7 +205,7 @@ class FlippingProxy:
             if self.back in ready:
                 frame = self.back.recv()
                 outer = wire.decode_frame(frame, limit=len(frame))
-                carried = wire.decode_body(outer)
+                carried: msgspec.Struct = wire.decode_body(outer)
                 if isinstance(carried, SyncReplyFrame):
                     reply = decode_reply(carried.frame)
                     if isinstance(reply, Chunk) and not self.named:
@@ -348,3 +347,21 @@ def test_a_replica_writes_nothing_of_its_own_and_pushes_its_outbox(
     bodies = [body for _, _, body, _ in raw(replica) if body and b"done while away" in body]
     assert len(bodies) == 1
     assert sha256(bodies[0]).digest()  # the hub's own record, pulled back verbatim
+
+
+def test_an_outbox_larger_than_one_hub_frame_is_pushed_in_parts(
+        hub: Path, serving: Serving, tmp_path: Path) -> None:
+    replica = tmp_path / "r1"
+    run("clone", serving.url, str(replica), "--name", "r1")
+    commands = "\n".join(json.dumps({
+        "command": "observe_outcome", "key": f"big-{i}", "project": PROJECTS[0],
+        "passed": True, "task": f"{i} " + "x" * 8000,
+        "operations": [{"op": "op-1", "target": "t", "ok": True}]}) for i in range(300))
+    assert len(commands) > 2 << 20  # over the hub's frame limit (about 1 MiB)
+    queued = subprocess.run([*CLI, "--home", str(replica), "publish", "-"], input=commands,
+                            capture_output=True, text=True, env=ENV, timeout=120)
+    assert queued.returncode == 0, queued.stderr
+    pushed = lines("--home", str(replica), "push", "--json")[0]
+    assert [r["key"] for r in pushed["results"]] == [f"big-{i}" for i in range(300)]
+    assert not any(r["refused"] for r in pushed["results"])
+    assert pushed["pull"]["head"] == len(raw(hub))
