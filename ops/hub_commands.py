@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ops.config import open_log
 from lessonledger.ops.render import echo, print_json
 from lessonledger.sync.authority import Authority, GrantAuthority, LoopbackAuthority
 from lessonledger.sync.client import RemoteLedger
@@ -48,8 +49,25 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # Drain on SIGTERM and on ^C: stop taking work, commit and answer what is queued.
     signal.signal(signal.SIGTERM, lambda *_: hub.stop())
     signal.signal(signal.SIGINT, lambda *_: hub.stop())
-    hub.run()
+    if args.metrics is None:
+        hub.run()
+        return 0
+    with open_log(args.home, create=True):
+        pass  # the collector reads the home's log: it must exist before the hub opens it
+    # Here, not at the top: lesson_commands imports this module for --to.
+    from lessonledger.ops.hub_metrics import hub_metrics
+
+    bind, port = args.metrics
+    with hub_metrics(hub.stats, args.home, bind, port):
+        hub.run()
     return 0
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``--metrics``'s type: HOST:PORT, as ``lessonledger metrics`` reads it."""
+    from lessonledger.ops.metrics_commands import address
+
+    return address(text)
 
 
 def add_remote(p: argparse.ArgumentParser) -> None:
@@ -107,6 +125,10 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                        help="commands waiting at most; more are answered busy (default 4096)")
     serve.add_argument("--max-batch", type=int, default=512, metavar="N",
                        help="commands committed in one transaction at most (default 512)")
+    serve.add_argument("--metrics", type=_address, default=None, metavar="HOST:PORT", help=(
+        "serve Prometheus metrics at http://HOST:PORT/metrics: the log's counts, "
+        "requests and refusals by kind, commit latency and batch size, recall latency, "
+        "erasures and their replica acknowledgements (port 0: any, printed on stderr)"))
     serve.set_defaults(run=_cmd_serve)
     status = sub.add_parser("status", help="a hub's head, clients, queue depth, batch sizes")
     add_remote(status)

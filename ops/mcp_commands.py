@@ -1,4 +1,9 @@
-"""``lessonledger mcp``: serve a home's ledger to an agent as MCP tools over stdio.
+"""``lessonledger mcp``: serve a ledger to an agent as MCP tools over stdio.
+
+The ledger is the home's (``--home``), or a hub's (``--to tcp://HOST:PORT``, with
+``--key`` and ``--server-key`` for CURVE): the tools call the same methods either way
+(:class:`~lessonledger.ops.ledger_api.LedgerApi`), and with ``--to`` every command is the
+hub's to decide, under the principal and grants of this server's key.
 
 An MCP client (Claude Code, Cursor, an agents SDK) starts this as a subprocess in the
 project's directory; the project digest is the directory's (:func:`lessonledger.project_id`)
@@ -14,6 +19,7 @@ from typing import Any
 
 from lessonledger.commands.messages import checked_project
 from lessonledger.ops.config import open_log
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.metrics_commands import address
 from lessonledger.ops.project import project_id
@@ -30,6 +36,18 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
     project = checked_project(args.project) if args.project else project_id(Path.cwd())
     version = importlib.metadata.version("lessonledger")
+    if args.to is not None:
+        with remote(args) as hub:
+            if args.metrics is None:
+                serve_stdio(hub, project, version=version)
+                return 0
+            # The log's counts are the hub's to serve (`serve --metrics`); this server
+            # counts and times the requests it made.
+            registry = CollectorRegistry()
+            with serving(registry, *args.metrics):
+                serve_stdio(MeteredLedger(hub, Instruments(registry)), project,
+                            version=version)
+        return 0
     with open_lessons(args.home) as ledger:
         if args.metrics is None:
             serve_stdio(ledger, project, version=version)
@@ -53,5 +71,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "directory's, from its git remote, else its path)"))
     mcp.add_argument("--metrics", type=address, default=None, metavar="HOST:PORT", help=(
         "also serve Prometheus metrics there: the home's, and the requests this server "
-        "answered, refused and timed (see `lessonledger metrics`)"))
+        "answered, refused and timed (see `lessonledger metrics`; with --to, only the "
+        "requests: the hub serves its log's with `serve --metrics`)"))
+    add_remote(mcp)
     mcp.set_defaults(run=_cmd_mcp)

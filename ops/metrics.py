@@ -32,7 +32,13 @@ from lessonledger.commands.audit import Why
 from lessonledger.commands.messages import AnyCommand
 from lessonledger.commands.recall import Check
 from lessonledger.commands.receipts import Receipt
-from lessonledger.ledger.events import ERASED, Erased, decode_event
+from lessonledger.ledger.events import (
+    ERASED,
+    ERASURE_ACKNOWLEDGED,
+    Erased,
+    ErasureAcknowledged,
+    decode_event,
+)
 from lessonledger.ledger.log import Record
 from lessonledger.ledger.verify import VerifyReport, verify
 from lessonledger.ops.ledger_api import LedgerApi
@@ -76,6 +82,8 @@ class _Counts:
     by_type: collections.Counter[str] = field(default_factory=collections.Counter)
     erasures: collections.Counter[str] = field(default_factory=collections.Counter)
     erased: set[int] = field(default_factory=set)
+    #: Erasure position → the replicas that acknowledged applying it.
+    acked: dict[int, set[str]] = field(default_factory=dict)
     #: The last Erased record read (position, time, what, subject). An erasure too big
     #: for one record is split into several, appended in one call: consecutive, with one
     #: ``recorded_at``, which no two transactions share; so the next part is told exactly.
@@ -85,6 +93,11 @@ class _Counts:
         envelope = record.envelope
         self.head = envelope.position
         self.by_type[envelope.type] += 1
+        if envelope.type == ERASURE_ACKNOWLEDGED and record.payload is not None:
+            ack = decode_event(record.payload)
+            assert isinstance(ack, ErasureAcknowledged), "an ack record's body is an ack"
+            self.acked.setdefault(ack.erasure, set()).add(ack.replica)
+            return
         if envelope.type != ERASED or record.payload is None:
             return
         event = decode_event(record.payload)
@@ -95,6 +108,7 @@ class _Counts:
             self.erasures[event.what] += 1  # not the next part of the one before
         self.last_erasure = (envelope.position, *key)
         self.erased.update(event.positions)
+        self.acked.setdefault(envelope.position, set())
 
 
 class Verifier:
@@ -195,6 +209,14 @@ def _log_families(counts: _Counts) -> Iterator[Metric]:
     for what, count in sorted(counts.erasures.items()):
         erasures.add_metric([what], count)
     yield erasures
+    # A label per erasure: they are few (each is a person's request), and an operator
+    # wants to see which one a replica has not applied yet.
+    acks = GaugeMetricFamily("lessonledger_erasure_acknowledgements", (
+        "replicas that acknowledged applying the erasure at this position of the log "
+        "(bodies deleted, views refolded, compacted)"), labels=["erasure"])
+    for position, replicas in sorted(counts.acked.items()):
+        acks.add_metric([str(position)], len(replicas))
+    yield acks
     yield GaugeMetricFamily("lessonledger_erased_bodies", (
         "event bodies the log's erasures took (their envelopes stay)"),
         value=len(counts.erased))

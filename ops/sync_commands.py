@@ -1,6 +1,7 @@
-"""The sync verbs: serve-sync, clone, pull, push, snapshot, snapshots, checkout, erasures.
+"""The sync verbs: clone, pull, push, snapshot, snapshots, checkout, erasures.
 
-One home is the hub (the only writer); replicas clone it and pull. Commands given on a
+One home is the hub (the only writer, ``lessonledger serve``, which answers sync's frames
+on the endpoint agents use); replicas clone it and pull. Commands given on a
 replica (``publish``) wait in its outbox until ``push`` sends them; the hub decides
 them, and the replica pulls the result. Snapshots are taken at the hub and travel with
 the log. Each verb is a ``_cmd_*`` function and a few lines in :func:`register`.
@@ -10,59 +11,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import zmq
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.config import require_home, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
 from lessonledger.ops.render import echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
-from lessonledger.sync.authenticator import start_authenticator
 from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.replica import PullResult, prepare_clone, pull, push, replica_info
-from lessonledger.sync.service import SyncService
 from lessonledger.sync.snapshots import checkout, erasures, is_replica, snapshots, take_snapshot
 from lessonledger.sync.state import ReplicaInfo
-from lessonledger.sync.transport import ZmqExchange, router, serve
+from lessonledger.sync.transport import ZmqExchange
 
 __all__ = ["register", "snapshot_json"]
-
-
-def _cmd_serve(args: argparse.Namespace) -> int:
-    require_home(args.home)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    curve = load_secret(args.key) if args.key else None
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-    try:
-        with open_lessons(args.home) as ledger:
-            auth = None
-            if curve is not None:
-                # Asked at every handshake; every request re-checks the grant as well.
-                auth = start_authenticator(
-                    context, lambda key: ledger.grant_for(key.decode()) is not None)
-            try:
-                sock = router(context, args.bind, curve=curve)
-                endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-                print(f"serving sync for {args.home} on {endpoint}"
-                      + (" (CURVE: granted keys only)" if curve else ""), flush=True)
-                answered = serve(SyncService(ledger, authorize=curve is not None), sock, stop)
-                sock.close()
-            finally:
-                if auth is not None:
-                    auth.stop()
-    finally:
-        context.term()
-    echo(f"stopped after {answered:,} requests")
-    return 0
 
 
 def _pulled(args: argparse.Namespace, result: PullResult, verb: str) -> None:
@@ -202,14 +168,6 @@ def _cmd_erasures(args: argparse.Namespace) -> int:
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     """Add the sync commands to the CLI's sub-parsers."""
-    serving = sub.add_parser("serve-sync", help=(
-        "serve this home as a sync hub on a ZeroMQ ROUTER socket until stopped"))
-    serving.add_argument("--bind", default="tcp://127.0.0.1:7651",
-                         help="address to bind (default tcp://127.0.0.1:7651; port 0: any)")
-    serving.add_argument("--key", type=Path, default=None, metavar="PATH", help=(
-        "the hub's secret key file (NAME.key_secret, from `lessonledger keys new`): "
-        "serve with CURVE, to granted keys only, each body only to a key that may read it"))
-    serving.set_defaults(run=_cmd_serve)
     cloning = sub.add_parser("clone", help=(
         "make DIR a replica of a hub: every envelope, the bodies it may read, its views; "
         "run again to continue an interrupted clone"))

@@ -59,7 +59,9 @@ from lessonledger.sync.authority import (
     require_admin,
     require_own_principal,
 )
+from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
 from lessonledger.sync.queries import answer_bytes
+from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
 __all__ = ["DEFAULT_BIND", "Hub", "HubConfig", "is_loopback", "pub_endpoint"]
@@ -137,7 +139,7 @@ class _Work:
 
     identity: bytes
     request: int
-    kind: Literal["command", "batch", "erase", "submit"]
+    kind: Literal["command", "batch", "erase", "submit", "sync"]
     access: Access
     items: list[Any] = field(default_factory=list)
 
@@ -200,6 +202,8 @@ class Hub:
         self._last_clients = 1
         self._pruned = time.monotonic()
         self.head = 0
+        #: Sync's requests (clone, pull, push, erasure acks), answered by the writer.
+        self._sync: SyncService | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -380,6 +384,8 @@ class Hub:
     def _dispatch(self, router: zmq.Socket[Any], identity: bytes, frame: wire.Frame,
                   access: Access) -> None:
         body: msgspec.Struct = wire.decode_body(frame)
+        self.stats.request(f"query:{body.query}" if isinstance(body, wire.QueryRequest)
+                           else frame.kind)
         if isinstance(body, wire.StatusRequest):
             self._send(router, identity, _reply(self.status(), frame.id))
             return
@@ -433,6 +439,7 @@ class Hub:
             ledger.catch_up()
             self.head = ledger.head()
             self.authority.refresh(ledger.grants())
+            self._sync = SyncService(ledger)
             refreshed = time.monotonic()
             self._ready.wait(timeout=120)
             while True:
@@ -512,12 +519,13 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(result).__name__)
                 replies.append((work.identity, _reply(body, work.request)))
-        # Batches (all or none) and erasures run in a transaction of their own.
+        # Batches (all or none), erasures and sync's requests (a push decides each of its
+        # commands; an ack records one event) run in transactions of their own.
         for work in group:
-            if work.kind in ("batch", "erase"):
+            if work.kind in ("batch", "erase", "sync"):
                 replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
-        if any(work.kind in ("command", "batch") for work in group):
+        if any(work.kind in ("command", "batch", "sync") for work in group):
             # Before anyone is answered: a revocation counts from its own receipt on.
             self.authority.refresh(ledger.grants())
         seconds = time.perf_counter() - started
@@ -530,6 +538,13 @@ class Hub:
             outbox.send_multipart([_HEAD, _head.pack(self.head)])
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
+        if work.kind == "sync":
+            assert self._sync is not None, "set by the writer before any work is taken"
+            # The hub's authority decided who the peer is: its grant filters the bodies
+            # a partial replica gets and is the principal of what it pushes.
+            peer = work.access.key or work.identity.hex()
+            frame = self._sync.handle(work.items[0], peer, work.access.grant)[0]
+            return _reply(SyncReplyFrame(frame), work.request)
         try:
             if work.kind == "erase":
                 require_admin(work.access)
@@ -608,6 +623,8 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
         if isinstance(body, wire.SubmitRequest):
             return _Work(identity, request, "submit", access,
                          [parse_submission(body.submission)])
+        if isinstance(body, SyncFrame):
+            return _Work(identity, request, "sync", access, [body.frame])
     except msgspec.ValidationError as e:
         raise _Refusal(InvalidCommandError(f"invalid command: {e}; fix the field and retry")
                        ) from e

@@ -23,6 +23,7 @@ from typing import Annotated
 
 import msgspec
 from lessonledger.ledger.objects import split_envelopes
+from lessonledger.sync import wire
 from lessonledger.sync.errors import ProtocolError
 from msgspec import Meta
 
@@ -42,6 +43,8 @@ __all__ = [
     "Reply",
     "Request",
     "SegmentIds",
+    "SyncFrame",
+    "SyncReplyFrame",
     "decode_reply",
     "decode_request",
     "encode",
@@ -167,6 +170,24 @@ class Refused(_Message, frozen=True, tag="refused"):
 
 Request = Hello | SegmentIds | Fetch | Push | Ack
 Reply = Refs | Ids | Chunk | Pushed | Acked | Refused
+
+
+
+class SyncFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A sync request carried in a hub frame (kind ``sync``): one endpoint serves both."""
+
+    frame: bytes
+
+
+class SyncReplyFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A sync reply carried in a hub frame (kind ``sync.reply``)."""
+
+    frame: bytes
+
+
+# The hub's envelope (version, size and kind checks) carries sync's frames too.
+wire.register_kind("sync", SyncFrame)
+wire.register_kind("sync.reply", SyncReplyFrame)
 
 _encoder = msgspec.msgpack.Encoder()
 _requests = msgspec.msgpack.Decoder(Request)

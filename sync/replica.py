@@ -64,7 +64,7 @@ from lessonledger.sync.protocol import (
     decode_reply,
     encode,
 )
-from lessonledger.sync.state import ReplicaInfo, SyncState, read_marker, write_marker
+from lessonledger.sync.state import Outboxed, ReplicaInfo, SyncState, read_marker, write_marker
 
 __all__ = [
     "PullResult",
@@ -467,11 +467,12 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
         release(home)
     results: list[PushResult] = []
     if waiting:
-        pushed = _reply(exchange.call(encode(Push(
-            info.name, [queued.based_on for _, queued in waiting],
-            [queued.command for _, queued in waiting]))), Pushed)
-        assert isinstance(pushed, Pushed)
-        results = pushed.results
+        for group in _push_groups([queued for _, queued in waiting]):
+            pushed = _reply(exchange.call(encode(Push(
+                info.name, [queued.based_on for queued in group],
+                [queued.command for queued in group]))), Pushed)
+            assert isinstance(pushed, Pushed)
+            results.extend(pushed.results)
         home = acquire(os.fspath(directory), sync=sync)
         try:
             state = SyncState(home)  # before the transaction: opening a tree writes
@@ -480,3 +481,20 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
         finally:
             release(home)
     return PushOutcome(results, pull(directory, exchange, sync=sync))
+
+
+#: Bytes of commands one push frame carries at most: the hub's frames stop near 1 MiB.
+PUSH_BUDGET = 512 << 10
+
+
+def _push_groups(waiting: list[Outboxed]) -> list[list[Outboxed]]:
+    """The outbox in order, split so each push frame stays under :data:`PUSH_BUDGET`."""
+    groups: list[list[Outboxed]] = [[]]
+    size = 0
+    for queued in waiting:
+        if groups[-1] and size + len(queued.command) > PUSH_BUDGET:
+            groups.append([])
+            size = 0
+        groups[-1].append(queued)
+        size += len(queued.command)
+    return groups

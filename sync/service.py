@@ -2,8 +2,9 @@
 
 :class:`SyncService` answers every request of :mod:`lessonledger.sync.protocol` from a
 hub's :class:`~lessonledger.commands.ledger.Ledger`. It keeps no state between requests,
-so any transport can mount it (``lessonledger serve-sync``'s ROUTER socket, or the hub's
-own): call :meth:`SyncService.handle` with the frame and the peer's name.
+so any transport can mount it: call :meth:`SyncService.handle` with the frame, the
+peer's name and, where the transport's authority decided it, the peer's grant.
+``lessonledger serve`` mounts it on the hub's writer (:mod:`lessonledger.sync.hub`).
 
 What it never does: send a body an erasure named (tombstones are checked on every
 fetch, besides the bodies being gone), send a body the peer may not read, answer a
@@ -92,19 +93,24 @@ class SyncService:
         self.may_read = may_read or _everything
         self.authorize = authorize
 
-    def handle(self, frame: bytes, peer: str = "") -> list[bytes]:
-        """The reply frames to one request frame (always exactly one)."""
+    def handle(self, frame: bytes, peer: str = "", grant: Grant | None = None
+               ) -> list[bytes]:
+        """The reply frames to one request frame (always exactly one).
+
+        ``grant`` is the peer's grant as the transport's authority decided it (the
+        hub's): bodies are filtered and pushes stamped by it, as with ``authorize``.
+        """
         try:
             request = decode_request(frame)
         except ProtocolError as e:
             return [encode(Refused("malformed", str(e)))]
-        grant = None
-        if self.authorize:
+        if grant is None and self.authorize:
             grant = self.ledger.grant_for(peer)
             if grant is None:
                 return [encode(Refused("unknown key", (
                     "this key has no grant at the hub (revoked, or never granted); ask an "
                     "admin for `lessonledger access grant`")))]
+        if grant is not None:
             request = _as_key(request, grant)
         try:
             if isinstance(request, Hello):

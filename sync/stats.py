@@ -25,6 +25,9 @@ log = logging.getLogger("lessonledger.hub")
 class HubObserver(Protocol):
     """Told of each thing a hub does (a metrics exporter implements this)."""
 
+    def request(self, kind: str) -> None:
+        """A request of ``kind`` was taken: a frame kind, or ``query:NAME``."""
+
     def batch(self, requests: int, events: int, seconds: float) -> None:
         """A group commit of ``requests`` wrote ``events`` events in ``seconds``."""
 
@@ -85,6 +88,10 @@ class HubStats:
             self.events += events
             self.last_sizes.append(requests)
         self._tell("batch", requests, events, seconds)
+
+    def request(self, kind: str) -> None:
+        """Tell the observers of a request taken (the figures count batches, not these)."""
+        self._tell("request", kind)
 
     def refused(self, kind: str) -> None:
         """Count a refusal."""

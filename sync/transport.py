@@ -1,7 +1,8 @@
-"""The sync protocol over ZeroMQ: a ROUTER socket at the hub, a DEALER at each replica.
+"""The sync protocol over ZeroMQ: the hub's own endpoint, a DEALER at each replica.
 
-The hub's loop hands each frame to a :class:`~lessonledger.sync.service.SyncService`
-and sends back its reply; it holds nothing between requests. The replica's
+Each sync frame travels inside a hub frame (kind ``sync``, :mod:`lessonledger.sync.wire`),
+so ``lessonledger serve`` answers replicas and agents on one endpoint, with one
+authority and one writer (:class:`~lessonledger.sync.hub.Hub`). The replica's
 :class:`ZmqExchange` keeps at most ``credit`` fetches in flight (credit-based flow
 control, the ZeroMQ guide's fileio3), so memory stays bounded on both sides, and gives up
 with :class:`~lessonledger.sync.errors.UnreachableError` when the hub stays silent.
@@ -9,63 +10,22 @@ with :class:`~lessonledger.sync.errors.UnreachableError` when the hub stays sile
 
 from __future__ import annotations
 
-import threading
+import itertools
+import time
 from collections import deque
 from collections.abc import Callable
 
+import msgspec
 import zmq
-from lessonledger.sync.authenticator import client_key
-from lessonledger.sync.errors import UnreachableError
+from lessonledger.sync import wire
+from lessonledger.sync.errors import ProtocolError, UnreachableError
 from lessonledger.sync.exchange import DEFAULT_CREDIT
-from lessonledger.sync.protocol import MAX_FRAME_BYTES
-from lessonledger.sync.service import SyncService
+from lessonledger.sync.protocol import MAX_FRAME_BYTES, SyncFrame, SyncReplyFrame
 
-__all__ = ["DEFAULT_TIMEOUT", "ZmqExchange", "router", "serve"]
+__all__ = ["DEFAULT_TIMEOUT", "ZmqExchange"]
 
 #: Seconds a replica waits for any reply before it calls the hub unreachable.
 DEFAULT_TIMEOUT = 30.0
-
-
-def serve(service: SyncService, socket: zmq.Socket[bytes], stop: threading.Event,
-          *, poll_ms: int = 200) -> int:
-    """Answer requests on a bound ROUTER ``socket`` until ``stop`` is set.
-
-    Returns how many requests were answered.
-    """
-    answered = 0
-    poller = zmq.Poller()
-    poller.register(socket, zmq.POLLIN)
-    while not stop.is_set():
-        if not dict(poller.poll(poll_ms)):
-            continue
-        parts = socket.recv_multipart(copy=False)
-        if len(parts) != 2:
-            continue  # not a DEALER's single frame: nothing to answer
-        peer, frame = parts[0].bytes, parts[1]
-        # The CURVE key the connection authenticated with (ZAP User-Id), else the
-        # connection's routing id.
-        who = client_key(frame) or peer.hex()
-        for reply in service.handle(frame.bytes, who):
-            socket.send_multipart([peer, reply])
-        answered += 1
-    return answered
-
-
-def router(context: zmq.Context[zmq.Socket[bytes]], bind: str, *,
-           curve: tuple[bytes, bytes] | None = None) -> zmq.Socket[bytes]:
-    """A ROUTER socket bound to ``bind`` with the hub's limits.
-
-    With ``curve`` (the hub's public and secret key) it is a CURVE server: start an
-    authenticator on ``context`` first, or every client is let in.
-    """
-    socket = context.socket(zmq.ROUTER)
-    socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
-    socket.setsockopt(zmq.LINGER, 0)
-    if curve is not None:
-        socket.curve_publickey, socket.curve_secretkey = curve
-        socket.curve_server = True
-    socket.bind(bind)
-    return socket
 
 
 class ZmqExchange:
@@ -92,24 +52,45 @@ class ZmqExchange:
              self.socket.curve_serverkey) = curve
         self.socket.connect(url)
         self.received = self.sent = 0
+        self._ids = itertools.count(1)
 
     def _send(self, frame: bytes) -> None:
-        self.socket.send(frame)
-        self.sent += len(frame)
+        data = wire.encode_frame(SyncFrame(frame), next(self._ids))
+        self.socket.send(data)
+        self.sent += len(data)
 
     def _recv(self) -> bytes:
+        """The next sync reply; a hub refusal of the frame itself is raised as its error."""
         if not self.socket.poll(self.timeout_ms, zmq.POLLIN):
             msg = (f"the hub at {self.url} did not answer within "
-                   f"{self.timeout_ms / 1000:g} s; check it is serving, then retry")
+                   f"{self.timeout_ms / 1000:g} s; check it is serving (`lessonledger "
+                   "serve`), then retry")
             raise UnreachableError(msg)
-        frame = self.socket.recv()
-        self.received += len(frame)
-        return frame
+        data = self.socket.recv()
+        self.received += len(data)
+        try:
+            frame = wire.decode_frame(data, limit=MAX_FRAME_BYTES)
+            body: msgspec.Struct = wire.decode_body(frame)
+        except wire.WireError as e:
+            msg = f"the hub at {self.url} sent a frame this replica cannot read: {e}"
+            raise ProtocolError(msg) from e
+        if isinstance(body, SyncReplyFrame):
+            return body.frame
+        if isinstance(body, wire.Refused):
+            raise wire.refusal_error(body)
+        if isinstance(body, wire.Busy):
+            raise _Busy(body.retry_after_ms)
+        msg = f"the hub at {self.url} answered a sync request with a {frame.kind!r} frame"
+        raise ProtocolError(msg)
 
     def call(self, frame: bytes) -> bytes:
-        """Send one request and return its reply."""
-        self._send(frame)
-        return self._recv()
+        """Send one request and return its reply (a busy hub is asked again)."""
+        while True:
+            self._send(frame)
+            try:
+                return self._recv()
+            except _Busy as busy:
+                time.sleep(busy.retry_after_ms / 1000)
 
     def pipeline(self, first: list[bytes], on_reply: Callable[[bytes], list[bytes]],
                  credit: int = DEFAULT_CREDIT) -> None:
@@ -120,7 +101,12 @@ class ZmqExchange:
             while queue and flying < credit:
                 self._send(queue.popleft())
                 flying += 1
-            reply = self._recv()
+            try:
+                reply = self._recv()
+            except _Busy as busy:
+                msg = (f"the hub at {self.url} is busy (or stopping) mid-transfer; run "
+                       "the same command again: it continues from what arrived")
+                raise UnreachableError(msg) from busy
             flying -= 1
             queue.extend(on_reply(reply))
 
@@ -133,3 +119,11 @@ class ZmqExchange:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Busy(Exception):
+    """The hub answered ``busy``: nothing was taken; ask again after a moment."""
+
+    def __init__(self, retry_after_ms: int) -> None:
+        super().__init__(f"busy, retry after {retry_after_ms} ms")
+        self.retry_after_ms = retry_after_ms

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from lessonledger.commands import open_ledger
 from lessonledger.commands.messages import ObserveOutcome, command_from
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.sync.client import RemoteLedger
 from lessonledger.sync.exchange import DEFAULT_CREDIT
 from lessonledger.sync.replica import prepare_clone, pull
 from lessonledger.sync.snapshots import erasures
@@ -104,6 +106,33 @@ class _Server:
         self.proc.wait(timeout=60)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+class _Hub:
+    """``lessonledger serve`` on free ports of 127.0.0.1, once it answers."""
+
+    def __init__(self, cli: list[str], home: str) -> None:
+        ports = []
+        for _ in range(2):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                ports.append(s.getsockname()[1])
+        self.url = f"tcp://127.0.0.1:{ports[0]}"
+        env = {**os.environ, "LESSONLEDGER_SYNC": "os"}
+        self.proc = subprocess.Popen(
+            [*cli, "--home", home, "serve", "--bind", self.url, "--pub",
+             f"tcp://127.0.0.1:{ports[1]}"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=env)
+        try:
+            with RemoteLedger(self.url, timeout=1.0, deadline=60.0) as probe:
+                probe.status()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
 
 
 def raw_serve(path: str) -> None:
@@ -176,7 +205,7 @@ def run(events: int = 100_000, pull_events: int = 1_000,
             raw.proc.wait(timeout=60)
             if raw.proc.stdout is not None:
                 raw.proc.stdout.close()
-        server = _Server([*cli, "--home", hub, "serve-sync", "--bind", "tcp://127.0.0.1:0"])
+        server = _Hub(cli, hub)
         try:
             say(f"bench sync: clone of {len(rows):,} events")
             r1, r2 = os.path.join(work, "r1"), os.path.join(work, "r2")

@@ -52,7 +52,8 @@ def test_bash_completes_verbs_options_choices_and_home_directories(tmp_path: Pat
     assert _bash(tmp_path, "lessonledger", "") == _verbs()
     assert {"completion", "mcp", "metrics"} <= set(_verbs())
     assert _bash(tmp_path, "lessonledger", "mcp", "--") == [
-        "--help", "--home", "--metrics", "--project"]
+        "--help", "--home", "--key", "--metrics", "--project", "--server-key", "--to",
+        "--wait"]
     assert _bash(tmp_path, "lessonledger", "metrics", "--v") == ["--verify-every"]
     assert _bash(tmp_path, "lessonledger", "completion", "") == ["bash", "zsh"]
     assert _bash(tmp_path, "lessonledger", "recall", "--home", "") == ["homes"], "no files"

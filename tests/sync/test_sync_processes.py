@@ -1,8 +1,9 @@
 """Sync between real processes over ZeroMQ on 127.0.0.1, driven through the CLI.
 
-A hub serves (``serve-sync``); replicas clone, pull and push with the ``lessonledger``
-command. A clone equals its source; a clone SIGKILLed at random moments completes on
-the next run with the same bytes; a byte-flipping proxy between replica and hub gets
+A hub serves (``lessonledger serve``, the endpoint agents use too); replicas clone,
+pull and push with the ``lessonledger`` command. A clone equals its source; a clone
+SIGKILLed at random moments completes on the next run with the same bytes; an outbox
+larger than one hub frame is pushed in parts; a byte-flipping proxy between replica and hub gets
 the damaged object refused with its hash named; an erasure at the hub reaches two
 replicas and leaves no 16-byte window of the erased content in any file of the hub,
 the replicas or a checkout of a snapshot taken before it.
@@ -13,9 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -28,12 +27,14 @@ from typing import Any
 import msgspec
 import pytest
 import zmq
+from hubtools import HubProcess
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import join_envelopes
-from lessonledger.sync.protocol import Chunk, decode_reply, encode
+from lessonledger.sync import wire
+from lessonledger.sync.protocol import Chunk, SyncReplyFrame, decode_reply, encode
 from residue import windows, windows_left
 from sync_workload import PROJECTS, fill
 
@@ -79,26 +80,16 @@ def hub(template: tuple[Path, list[str]], tmp_path: Path) -> Path:
 
 
 class Serving:
-    """A ``serve-sync`` process on a free port of 127.0.0.1."""
+    """A ``lessonledger serve`` hub on free ports of 127.0.0.1: agents and replicas alike."""
 
     def __init__(self, home: Path) -> None:
-        self.proc = subprocess.Popen(
-            [*CLI, "--home", str(home), "serve-sync", "--bind", "tcp://127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        found = re.search(r"tcp://[\d.]+:\d+", line)
-        assert found, line + (self.proc.stderr.read() if self.proc.stderr else "")
-        self.url = found.group(0)
+        self.hub = HubProcess(home, home.parent / f"{home.name}-serve.log")
+        self.hub.start()
+        self.url = self.hub.endpoint
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            assert self.proc.wait(timeout=30) == 0
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        if self.hub.proc is not None and self.hub.proc.poll() is None:
+            assert self.hub.terminate(timeout=30) == 0, self.hub.log.read_text()
 
 
 @pytest.fixture
@@ -214,10 +205,13 @@ class FlippingProxy:
                 self.back.send(frame)
             if self.back in ready:
                 frame = self.back.recv()
-                reply = decode_reply(frame)
-                if isinstance(reply, Chunk) and not self.named:
-                    damaged, self.named = self.damage(reply)
-                    frame = encode(damaged)
+                outer = wire.decode_frame(frame, limit=len(frame))
+                carried: msgspec.Struct = wire.decode_body(outer)
+                if isinstance(carried, SyncReplyFrame):
+                    reply = decode_reply(carried.frame)
+                    if isinstance(reply, Chunk) and not self.named:
+                        damaged, self.named = self.damage(reply)
+                        frame = wire.encode_frame(SyncReplyFrame(encode(damaged)), outer.id)
                 self.front.send_multipart([peer, frame])
 
     def close(self) -> None:
@@ -354,3 +348,21 @@ def test_a_replica_writes_nothing_of_its_own_and_pushes_its_outbox(
     bodies = [body for _, _, body, _ in raw(replica) if body and b"done while away" in body]
     assert len(bodies) == 1
     assert sha256(bodies[0]).digest()  # the hub's own record, pulled back verbatim
+
+
+def test_an_outbox_larger_than_one_hub_frame_is_pushed_in_parts(
+        hub: Path, serving: Serving, tmp_path: Path) -> None:
+    replica = tmp_path / "r1"
+    run("clone", serving.url, str(replica), "--name", "r1")
+    commands = "\n".join(json.dumps({
+        "command": "observe_outcome", "key": f"big-{i}", "project": PROJECTS[0],
+        "passed": True, "task": f"{i} " + "x" * 8000,
+        "operations": [{"op": "op-1", "target": "t", "ok": True}]}) for i in range(300))
+    assert len(commands) > 2 << 20  # over the hub's frame limit (about 1 MiB)
+    queued = subprocess.run([*CLI, "--home", str(replica), "publish", "-"], input=commands,
+                            capture_output=True, text=True, env=ENV, timeout=120)
+    assert queued.returncode == 0, queued.stderr
+    pushed = lines("--home", str(replica), "push", "--json")[0]
+    assert [r["key"] for r in pushed["results"]] == [f"big-{i}" for i in range(300)]
+    assert not any(r["refused"] for r in pushed["results"])
+    assert pushed["pull"]["head"] == len(raw(hub))

@@ -1,0 +1,52 @@
+"""``lessonledger.open_ledger``: one call for a local home or a hub, the same agent code.
+
+The same function body runs against a path and against a real hub process, and gets
+the same lesson back; ``import lessonledger`` alone loads no ZeroMQ (the sync layer is
+imported when a ledger is opened).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import lessonledger
+from hubtools import HubProcess
+from lessonledger.commands import Operation
+
+PROJECT = "f" * 32
+
+
+def _agent(target: Any) -> list[str]:
+    """An agent's whole use of memory: observe, then recall; only ``target`` differs."""
+    with lessonledger.open_ledger(target) as ledger:
+        ledger.observe_outcome(key="k1", project=PROJECT, session="s1", passed=True,
+                               operations=[Operation(op="make", target="build", ok=False,
+                                                     error="no Makefile"),
+                                           Operation(op="ninja", target="build", ok=True,
+                                                     order=1)])
+        recalled = ledger.recall(PROJECT, "build it", session="s2")
+        assert recalled.lessons
+        return [lesson.line for lesson in recalled.lessons] + [recalled.section]
+
+
+def test_the_same_agent_code_runs_on_a_home_and_on_a_hub(tmp_path: Path) -> None:
+    local = _agent(tmp_path / "home")
+    hub = HubProcess(tmp_path / "hub", tmp_path / "serve.log")
+    hub.start()
+    try:
+        remote = _agent(hub.endpoint)
+    finally:
+        assert hub.terminate(timeout=60) == 0, hub.log.read_text()
+    assert local
+    assert remote == local
+
+
+def test_importing_the_package_loads_no_zeromq() -> None:
+    code = "import sys, lessonledger; print('zmq' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "False"
+    assert "open_ledger" in lessonledger.__all__
