@@ -67,6 +67,7 @@ class GrantAccess(_Command, frozen=True, kw_only=True, tag="grant_access"):
 
     #: Fields checked as a public key, not screened as text.
     public_keys: ClassVar[frozenset[str]] = frozenset({"public_key"})
+    keyed_by_principal: ClassVar[bool] = False
 
     key_name: KeyName
     public_key: PublicKey
@@ -79,6 +80,8 @@ class GrantAccess(_Command, frozen=True, kw_only=True, tag="grant_access"):
 
 class RevokeAccess(_Command, frozen=True, kw_only=True, tag="revoke_access"):
     """Refuse the key granted under ``key_name`` from its next connection on."""
+
+    keyed_by_principal: ClassVar[bool] = False
 
     key_name: KeyName
     actor: Annotated[str, Meta(min_length=1, max_length=200)] = "operator"

@@ -34,7 +34,7 @@ from lessonledger.commands.errors import (
     KeyReusedError,
     UnknownLessonError,
 )
-from lessonledger.commands.handlers import command_digest, command_id, occurred_ns
+from lessonledger.commands.handlers import command_digest, command_id, key_owner, occurred_ns
 from lessonledger.commands.messages import Erase
 from lessonledger.commands.policies import trigger_id
 from lessonledger.commands.skill_erasure import with_skill_derived
@@ -221,7 +221,7 @@ def erasure_records(command: Erase, erased: list[int]) -> list[NewEvent]:
     """The ``Erased`` records of ``command``: several when one would pass the body limit."""
     chunks = [erased[i : i + ERASED_PER_RECORD]
               for i in range(0, len(erased), ERASED_PER_RECORD)] or [[]]
-    parent = command_id(command.key)
+    parent = command_id(command.key, key_owner(command))
     digest = command_digest(command)  # on the first record: what a retry must match
     return [new_event(Erased(what=command.what, subject=command.subject, by=command.actor,
                              reason=command.reason, positions=chunk,
@@ -239,7 +239,7 @@ def erasure_of(log: Writing, command: Erase) -> Erasure | None:
         KeyReusedError: the key was used for an erasure saying anything else (another
             subject, reason, actor, principal, session or time).
     """
-    parent = command_id(command.key)
+    parent = command_id(command.key, key_owner(command))
     records: list[tuple[int, Erased]] = []
     for part in itertools.count():
         position = log.position_of(_record_id(parent, part).bytes)

@@ -57,6 +57,7 @@ __all__ = [
     "command_id",
     "could_be",
     "decide",
+    "key_owner",
     "occurred_ns",
     "same_command",
 ]
@@ -72,13 +73,25 @@ class Decided(msgspec.Struct, frozen=True):
     version: int = 0
 
 
-def command_id(key: str) -> UUID:
-    """The id every event of the command with this idempotency key derives from.
+def command_id(key: str, principal: str = "") -> UUID:
+    """The id every event of ``principal``'s command with this idempotency key derives from.
 
     A hash of the key, so a retry derives the same ids; unlike ids minted fresh it
-    cannot be time-ordered, since a retry may come at any time.
+    cannot be time-ordered, since a retry may come at any time. The key is the
+    principal's own: on a hub, keys are chosen by many callers and are often guessable
+    (``task-42``), and a key shared by every principal would let one refuse another's
+    commands in advance by sending first. The empty principal (a local home) keeps the
+    unscoped hash, so ids written before keys were scoped still derive the same.
     """
-    return UUID(bytes=sha256(_NAMESPACE.bytes + key.encode()).digest()[:16], version=4)
+    scope = b"" if not principal else len(principal.encode()).to_bytes(2, "big") + (
+        principal.encode())
+    return UUID(bytes=sha256(_NAMESPACE.bytes + scope + key.encode()).digest()[:16], version=4)
+
+
+def key_owner(command: msgspec.Struct) -> str:
+    """The principal whose key ``command``'s is: its own, or "" for an operator's grant."""
+    return str(getattr(command, "principal", "")) if getattr(
+        command, "keyed_by_principal", True) else ""
 
 
 def decide(command: AnyCommand, view: LessonView) -> list[Decided]:
@@ -133,7 +146,7 @@ def command_digest(command: msgspec.Struct) -> bytes:
 
 
 def _observe(cmd: ObserveOutcome, view: LessonView) -> list[Decided]:
-    outcome_id = derived_id(command_id(cmd.key), "outcome")
+    outcome_id = derived_id(command_id(cmd.key, cmd.principal), "outcome")
     return [Decided(OutcomeObserved(
         outcome_id=outcome_id, project=cmd.project, task=cmd.task, passed=cmd.passed,
         signal=cmd.signal, operations=cmd.operations, in_play=cmd.in_play,
@@ -165,7 +178,7 @@ def _propose(cmd: ProposeLesson, view: LessonView) -> list[Decided]:
     _check_evidence(cmd, view)
     rules = view.rules
     claim = cmd.source == "model" or not cmd.evidence
-    lesson_id = derived_id(command_id(cmd.key), "lesson")
+    lesson_id = derived_id(command_id(cmd.key, cmd.principal), "lesson")
     return [Decided(LessonProposed(
         lesson_id=lesson_id, text=cmd.text, kind=cmd.kind, avoid_op=cmd.avoid_op,
         prefer_op=cmd.prefer_op, target=cmd.target, scope=cmd.project, source=cmd.source,
@@ -193,7 +206,7 @@ def _current(view: LessonView, lesson_id: UUID, expected: int | None) -> LessonR
 
 def _edit(cmd: EditLesson, view: LessonView) -> list[Decided]:
     old = _current(view, cmd.lesson_id, cmd.expected_version)
-    new_id = derived_id(command_id(cmd.key), "lesson")
+    new_id = derived_id(command_id(cmd.key, cmd.principal), "lesson")
     fields = {f: getattr(old, f) for f in ("kind", "avoid_op", "prefer_op", "target",
                                            "source", "derivation", "longevity",
                                            "fingerprint", "evidence", "confidence")}

@@ -52,6 +52,7 @@ from lessonledger.commands.handlers import (
     adopt,
     command_id,
     could_be,
+    key_owner,
     occurred_ns,
     same_command,
 )
@@ -254,7 +255,7 @@ class Ledger(CommandVerbs, ReadSide):
         # Every field, the envelope's too, checked before the write lock is taken: the
         # check needs nothing but the command, and long texts take milliseconds.
         refuse_credentials(command)
-        parent = command_id(command.key)
+        parent = command_id(command.key, key_owner(command))
         with self._transaction() as writing:
             outcome = (self._receipt(command, parent, writing)
                        or self._decide(command, parent, writing))
@@ -283,7 +284,7 @@ class Ledger(CommandVerbs, ReadSide):
         commands = checked
         with self._transaction() as writing:
             for index, command in enumerate(commands):
-                parent = command_id(command.key)
+                parent = command_id(command.key, key_owner(command))
                 outcome = (self._receipt(command, parent, writing)
                            or self._decide(command, parent, writing))
                 if isinstance(outcome, CommandError):
@@ -345,7 +346,7 @@ class Ledger(CommandVerbs, ReadSide):
                     if isinstance(item, Submission):
                         outcome: Receipt | LessonLedgerError = self._submit(item, writing)
                     else:
-                        parent = command_id(item.key)
+                        parent = command_id(item.key, key_owner(item))
                         outcome = (self._receipt(item, parent, writing)
                                    or self._decide(item, parent, writing))
                 except LedgerStorageError:
@@ -421,9 +422,14 @@ class Ledger(CommandVerbs, ReadSide):
 
         A key that an earlier command of another kind used is refused (returned).
         """
-        positions: list[int] = []
-        while (p := log.position_of(derived_id(parent, str(len(positions))).bytes)):
-            positions.append(int(p))
+        positions = _written_under(log, parent)
+        if not positions and key_owner(command):
+            # Written before keys were scoped by principal: the principal's own, or
+            # another's that no longer shares the key.
+            positions = _written_under(log, command_id(command.key))
+            if positions and log.read(positions[0], limit=1)[0].envelope.principal != (
+                    command.principal):
+                return None
         if not positions:
             return None
         records = [log.read(p, limit=1)[0] for p in positions]
@@ -497,6 +503,14 @@ class Ledger(CommandVerbs, ReadSide):
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _written_under(log: Writing, parent: UUID) -> list[int]:
+    """The positions of the events derived from ``parent``, in order (none: not written)."""
+    positions: list[int] = []
+    while (p := log.position_of(derived_id(parent, str(len(positions))).bytes)):
+        positions.append(int(p))
+    return positions
 
 
 def _placed(decided: Decided, writing: Writing) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -62,6 +62,11 @@ Version = Annotated[int, Meta(ge=0, le=(1 << 63) - 1)]
 class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
                tag_field="command"):
     """Fields every command has."""
+
+    #: Whether ``principal`` is whose command it is, so its key is that principal's own
+    #: (see :func:`~lessonledger.commands.handlers.command_id`). Not for an operator's
+    #: grant (whose ``principal`` is the grantee) or erasure: their keys are the operators'.
+    keyed_by_principal: ClassVar[bool] = True
 
     key: IdempotencyKey
     actor: Label = "agent"
@@ -156,6 +161,10 @@ class Erase(_Command, frozen=True, kw_only=True, tag="erase"):
     stay, so the history still verifies. Not an agent's command (``publish`` refuses it):
     a person or an operator runs it through :meth:`Ledger.erase` or ``lessonledger erase``.
     """
+
+    #: An operator's command, as a grant is: its key is the operators' (only an admin
+    #: erases through a hub), not one principal's.
+    keyed_by_principal: ClassVar[bool] = False
 
     what: ErasureKind
     subject: Key

@@ -212,7 +212,7 @@ def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
         if (old.skill, old.root) != (cmd.skill, cmd.root):
             raise CrossSkillSupersedeError(delta_id, f"{old.skill!r} ({old.root})",
                                            f"{cmd.skill!r} ({cmd.root})")
-    delta_id = derived_id(command_id(cmd.key), "delta")
+    delta_id = derived_id(command_id(cmd.key, cmd.principal), "delta")
     return [DeltaProposed(
         delta_id=delta_id, skill=cmd.skill, root=cmd.root, anchor=cmd.anchor, tier=cmd.tier,
         kind=cmd.kind, payload=cmd.payload, provenance=cmd.provenance, scope=cmd.scope,
@@ -262,7 +262,7 @@ def _learn(cmd: LearnFact, view: DeltaView) -> list[AnyEvent]:
                         (cmd.value, "$.value")):
         refuse_injection(text, field)
     return [FactLearned(
-        fact_id=derived_id(command_id(cmd.key), "fact"), namespace=cmd.namespace,
+        fact_id=derived_id(command_id(cmd.key, cmd.principal), "fact"), namespace=cmd.namespace,
         key=cmd.fact_key, value=cmd.value, scope=cmd.scope, provenance=cmd.provenance,
         evidence=cmd.evidence)]
 

@@ -97,7 +97,7 @@ class Skills:
         fields = {"skill": skill, **fields}
         fields.setdefault("key", f"propose_delta:{uuid4()}")
         receipt = self._run(ProposeDelta, fields)
-        delta_id = derived_id(command_id(fields["key"]), "delta")
+        delta_id = derived_id(command_id(fields["key"], fields.get("principal", "")), "delta")
         return msgspec.structs.replace(receipt, ids={**receipt.ids, "delta_id": delta_id})
 
     def approve(self, delta_ids: Iterable[UUID], **fields: Any) -> Receipt:

@@ -84,8 +84,19 @@ OUTCOME: dict[str, Any] = {
 }
 
 
+def test_an_outcome_key_of_another_principal_is_a_command_of_its_own(tmp_path: Path) -> None:
+    """Keys are each principal's own: Bob's ``k`` neither refuses nor repeats Alice's."""
+    with open_ledger(tmp_path, sync=False) as ledger:
+        first = ledger.observe_outcome(**OUTCOME)
+        other = ledger.observe_outcome(**(OUTCOME | {"principal": "bob"}))
+        assert set(other.positions).isdisjoint(first.positions)
+        assert other.ids["outcome_id"] != first.ids["outcome_id"]
+        assert ledger.observe_outcome(**OUTCOME) == first
+        assert ledger.observe_outcome(**(OUTCOME | {"principal": "bob"})) == other
+
+
 @pytest.mark.parametrize("change", [
-    {"principal": "bob"}, {"session": "s2"}, {"actor": "someone-else"},
+    {"session": "s2"}, {"actor": "someone-else"},
     {"signal": "tool"}, {"in_play": []}, {"fingerprint": {"python": "3.12"}},
     {"fingerprint": {}}, {"occurred_at": "2030-01-01T00:00:00Z"},
     {"operations": [{"op": "pytest:run", "target": "tests", "ok": False, "error": "boom",
@@ -127,7 +138,7 @@ LESSON: dict[str, Any] = {
 
 @pytest.mark.parametrize("change", [
     {"evidence": []}, {"source": "model"}, {"source": "user"}, {"longevity": "durable"},
-    {"fingerprint": {}}, {"principal": "bob"}, {"vector": [0.5, 0.5]},
+    {"fingerprint": {}}, {"vector": [0.5, 0.5]},
 ], ids=lambda change: ",".join(change))
 def test_a_lesson_key_reused_with_any_field_changed_is_refused(
         tmp_path: Path, change: dict[str, Any]) -> None:
@@ -165,11 +176,12 @@ def test_a_log_written_before_commands_were_digested_still_answers_retries(
         head = ledger.log.head()
         retry = ledger.observe_outcome(key="k", project=P, passed=True, principal="alice")
         assert retry.positions == [1]
-        for change in ({"passed": False}, {"principal": "bob"}):
-            with pytest.raises(KeyReusedError):
-                ledger.observe_outcome(**({"key": "k", "project": P, "passed": True,
-                                           "principal": "alice"} | change))
+        with pytest.raises(KeyReusedError):
+            ledger.observe_outcome(key="k", project=P, passed=False, principal="alice")
         assert ledger.log.head() == head
+        # Another principal's key is its own, the old unscoped one included.
+        bobs = ledger.observe_outcome(key="k", project=P, passed=True, principal="bob")
+        assert bobs.positions == [head + 1]
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -240,7 +252,7 @@ def test_a_key_whose_command_was_erased_refuses_another_command(tmp_path: Path) 
         ledger.erase(key="e", what="principal", subject="alice", reason="request")
         head = ledger.log.head()
         assert ledger.observe_outcome(**alices).positions == first.positions
-        for other in ({"principal": "bob"}, {"session": "s-43"}, {"project": "b" * 16},
+        for other in ({"session": "s-43"}, {"project": "b" * 16},
                       {"actor": "tool"}):
             with pytest.raises(KeyReusedError):
                 ledger.observe_outcome(**(alices | other))

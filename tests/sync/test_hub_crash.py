@@ -61,7 +61,7 @@ def test_a_killed_hub_loses_nothing_acknowledged_and_invents_nothing(tmp_path: P
         assert all(acks[key] == positions for key, positions in earlier.items()), name
     with open_ledger(tmp_path / "hub", sync=False) as ledger:
         check_log(ledger, acks)
-        mine = {derived_id(command_id(key), "0").bytes: key for key in sent}
+        mine = {derived_id(command_id(key, "operator"), "0").bytes: key for key in sent}
         records = list(ledger.log.scan())
         firsts = Counter(mine[r.envelope.event_id] for r in records
                          if r.envelope.event_id in mine)
