@@ -47,6 +47,7 @@ from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
+from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.secrets import warm_up
 from lessonledger.ledger.submission import Submission, parse_submission
 from lessonledger.sync import wire
@@ -667,7 +668,12 @@ def _authorized(ledger: Ledger, work: _Work) -> Any:
             # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
             authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
             require_own_principal(access, item.principal)
-            return msgspec.structs.replace(item, principal=access.principal)
+            # Its id is the sender's own, as a command's key is: every envelope shows
+            # ids, so a raw id taken as given could squat the one another principal's
+            # next command derives, or be answered with another's receipt.
+            return msgspec.structs.replace(
+                item, principal=access.principal,
+                event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
         command = item  # checked on the front thread (_checked)
         authorize_command(access, command, lambda i: _lesson_scope(ledger, i))
         return command

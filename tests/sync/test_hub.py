@@ -26,6 +26,7 @@ from lessonledger.commands.errors import (
 )
 from lessonledger.commands.messages import EditLesson, command_from
 from lessonledger.ledger.errors import InvalidEventError
+from lessonledger.ledger.ids import derived_id
 from lessonledger.sync import RemoteLedger, open_ledger, wire
 
 P = "a" * 32
@@ -133,7 +134,9 @@ def test_a_raw_submission_takes_the_event_path(client: RemoteLedger) -> None:
     receipt = client.submit(submission)
     assert client.submit(submission) == receipt
     (record,) = client.read_log(receipt.positions[0], 1)
-    assert record.envelope.event_id == event_id.bytes
+    # The id is the sender's own (as a key is): derived from the one given, the same on
+    # every retry, and never one another principal's command or event could take.
+    assert record.envelope.event_id == derived_id(event_id, "submitted by operator").bytes
     assert record.envelope.principal == "operator"
     with pytest.raises(InvalidEventError):
         client.submit(b'{"event_id": 5}')

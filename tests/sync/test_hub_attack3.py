@@ -7,10 +7,16 @@ over CURVE on 127.0.0.1, with real LMDB homes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from uuid import UUID, uuid4
 
+import msgspec
 import pytest
 from hubtools import HubProcess
 from lessonledger.commands import Ledger
+from lessonledger.commands.handlers import command_id
+from lessonledger.ledger.errors import StreamConflictError
+from lessonledger.ledger.events import OUTCOME_OBSERVED
+from lessonledger.ledger.ids import derived_id
 from test_hub_access import Keys, P, Q, grant, pair
 
 
@@ -65,3 +71,50 @@ def test_a_key_reused_does_not_answer_with_anothers_receipt(
         theirs = bob.observe_outcome(key="alice-own", project=Q, session="x", passed=True,
                                      operations=pair("build"))
     assert set(mine.positions).isdisjoint(theirs.positions)
+
+
+def _raw(event_id: UUID, stream: UUID, event: dict[str, object]) -> bytes:
+    return msgspec.json.encode({
+        "event_id": str(event_id), "stream": str(stream), "version": 0,
+        "occurred_at": "2026-12-01T12:00:00Z", "actor": "bob", "event": event})
+
+
+def test_a_raw_event_cannot_squat_the_id_of_anothers_command(
+        setup: tuple[HubProcess, Keys]) -> None:
+    """Event ids derived from a key are public (every envelope shows them): Bob, guessing
+    Alice's next key, submits a raw event under the id her command will derive."""
+    server, keys = setup
+    squat = derived_id(command_id("alice-next", "alice"), "0")
+    outcome = {"type": OUTCOME_OBSERVED, "outcome_id": str(uuid4()), "project": Q,
+               "passed": True, "signal": "verification"}
+    with keys.client(server, "bob") as bob:
+        bob.submit(_raw(squat, squat, outcome))
+    with keys.client(server, "alice") as alice:
+        mine = alice.observe_outcome(key="alice-next", project=P, session="n", passed=True,
+                                     operations=pair("lint"))
+        (record,) = alice.read_log(mine.positions[0], 1)
+        assert (record.envelope.principal, record.envelope.type) == ("alice", OUTCOME_OBSERVED)
+
+
+def test_a_raw_event_resent_by_another_principal_is_not_answered_as_theirs(
+        setup: tuple[HubProcess, Keys]) -> None:
+    """Bob resends Alice's raw event (its id, stream and type are in every envelope): he
+    is not told it is written, and nothing is."""
+    server, keys = setup
+    event_id = uuid4()
+    with keys.client(server, "alice") as alice:
+        outcome = {"type": OUTCOME_OBSERVED, "outcome_id": str(uuid4()), "project": P,
+                   "passed": True, "signal": "verification"}
+        mine = alice.submit(_raw(event_id, event_id, outcome))
+    with keys.client(server, "bob") as bob:
+        head = bob.head()
+        # Alice's stream version is taken: a conflict, not her receipt.
+        with pytest.raises(StreamConflictError):
+            bob.submit(_raw(event_id, event_id, outcome | {"project": Q}))
+        assert bob.head() == head
+        theirs = bob.submit(_raw(event_id, uuid4(), outcome | {"project": Q}))
+        assert set(theirs.positions).isdisjoint(mine.positions)
+        (record,) = bob.read_log(theirs.positions[0], 1)
+        assert record.envelope.principal == "bob"
+    with keys.client(server, "alice") as alice:
+        assert alice.submit(_raw(event_id, event_id, outcome)) == mine  # her retry
