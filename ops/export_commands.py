@@ -27,6 +27,7 @@ transaction and the views folded from them.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shutil
@@ -38,9 +39,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
-from lessonledger.ledger.envelope import GENESIS, checked_stored
+from lessonledger.ledger.envelope import GENESIS, MAX_BODY_BYTES, checked_stored
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError, ReplayMismatchError
-from lessonledger.ledger.events import ERASED, Erased, decode_event
+from lessonledger.ledger.events import ERASED, EVENT_TYPES, Erased, decode_event, tag_of
 from lessonledger.ledger.log import LOG_NAME
 from lessonledger.ops.config import check_home_file, is_home, open_log
 from lessonledger.ops.export_format import (
@@ -159,9 +160,22 @@ _line_decoder = msgspec.json.Decoder(_Line)
 _any_decoder = msgspec.json.Decoder()
 
 
+#: Longest line an import reads: a maximal body, base64 in the stored form and in the
+#: readable one as JSON escapes at worst (six bytes a byte), with room for the envelope.
+#: A longer line is no event of ours, and is refused before it is held whole.
+MAX_LINE_BYTES = 10 * MAX_BODY_BYTES
+
+
 def _lines(f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     """Every line with its number; a last line without its newline was cut short."""
-    for number, line in enumerate(f, 1):
+    for number in itertools.count(1):
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES:
+            raise BadExportError(number, f"the line is longer than {MAX_LINE_BYTES:,} bytes, "
+                                 "longer than any event; pass a file `lessonledger export` "
+                                 "wrote")
         if not line.endswith(b"\n"):
             raise BadExportError(number, "the file ends inside this line (cut short); "
                                  "export again, or copy the whole file")
@@ -203,10 +217,38 @@ def _row(number: int, line: bytes, position: int, previous: bytes) -> Row:
         raise BadExportError(number, f"position {position} was due: {e.detail}; the export "
                              "was edited or damaged") from None
     row = Row(envelope, stored)
-    if _any_decoder.decode(line) != event_line(row, envelopes=True):
+    _event_of(number, row)
+    try:
+        readable = _any_decoder.decode(line)
+    except msgspec.DecodeError as e:
+        raise BadExportError(number, f"not an event line ({e})") from None
+    if readable != event_line(row, envelopes=True):
         raise BadExportError(number, f"the readable fields of position {position} differ "
                              "from its stored form; the line was edited")
     return row
+
+
+def _event_of(number: int, row: Row) -> None:
+    """Refuse a catalogue body that is not the event its envelope's type names.
+
+    Its commitment only shows it is what the file's writer stored: a forged body
+    (garbage, past the catalogue's bounds, or a lesson under an outcome's envelope,
+    which the views would fold as a lesson while erasure and grants go by the
+    envelope's type) must still be refused here, before anything is written.
+    """
+    envelope, payload = row.envelope, row.record.payload
+    if payload is None or envelope.type not in EVENT_TYPES:
+        return  # erased, or another application's event: not ours to read
+    try:
+        event = decode_event(payload)
+    except msgspec.DecodeError as e:
+        raise BadExportError(number, f"the body at position {envelope.position} does not "
+                             f"decode as {envelope.type} ({e}); the export was edited or "
+                             "damaged") from None
+    if tag_of(type(event)) != envelope.type:
+        raise BadExportError(number, f"the body at position {envelope.position} is a "
+                             f"{tag_of(type(event))} under an envelope of {envelope.type}; "
+                             "the export was forged")
 
 
 def _once(number: int, row: Row, keys: set[tuple[bytes, int]]) -> None:
@@ -241,6 +283,7 @@ def _checked(path: Path) -> tuple[Header, int]:
     position = number = 0
     taken: set[int] = set()
     bodies: set[int] = set()
+    missing: set[int] = set()
     # Each event id and stream version once, as the log's indexes require.
     keys: set[tuple[bytes, int]] = set()
     header: Header | None = None
@@ -258,6 +301,8 @@ def _checked(path: Path) -> tuple[Header, int]:
                 bodies.add(position)
                 if row.envelope.type == ERASED:
                     taken.update(_erased_by(number, row))
+            else:
+                missing.add(position)
             shown.advance()
     if header is None:
         raise BadExportError(0, f"{path} is empty; pass a file `lessonledger export` wrote")
@@ -268,6 +313,13 @@ def _checked(path: Path) -> tuple[Header, int]:
     if resurrected:
         raise BadExportError(0, f"position {resurrected[0]} carries a body its erasure "
                              "took; an erased body is never brought back")
+    # A prefix (--to M) may lack bodies an erasure past M took; a whole log may not:
+    # its new home would not verify.
+    unexplained = sorted(missing - taken) if header.last == header.head else []
+    if unexplained:
+        raise BadExportError(0, f"position {unexplained[0]} has no body and no erasure in "
+                             "the export names it (damaged, or a partial replica's export, "
+                             "which withholds bodies); export from a home holding them")
     return header, position
 
 
