@@ -180,6 +180,8 @@ class ObjectView:
             return
         if self._s.refs.get(event.name, b"") != event.previous:
             return  # the ref moved meanwhile: compare-and-swap failed
+        if event.parent != event.previous:
+            return  # a snapshot's parent is what its ref named before it, nothing else
         sid = snapshot_id(current)
         self._s.snapshots.append(NamedSnapshot(sid, event.name, position, current))
         self._s.refs[event.name] = sid
