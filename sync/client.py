@@ -157,10 +157,15 @@ class RemoteLedger(CommandVerbs):
 
         Raises:
             LessonLedgerError: the hub refused it (the same class as in-process).
+            WireError: ``oversize``: the request is over the frame limit (nothing sent).
             HubUnavailableError: no reply within the deadline.
         """
         request = next(self._ids)
         data = wire.encode_frame(body, request)
+        if len(data) > wire.MAX_FRAME_BYTES:
+            # Refused here: far over the limit, libzmq at the hub drops it unseen and cuts
+            # the connection, and every retry until the deadline would go the same way.
+            wire.decode_frame(data)  # raises the hub's own refusal, ``oversize``
         started = time.monotonic()
         while True:
             sock = self._connect()

@@ -6,17 +6,21 @@ over CURVE on 127.0.0.1, with real LMDB homes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import UUID, uuid4
 
 import msgspec
 import pytest
-from hubtools import HubProcess
+from hubtools import HubProcess, hub
 from lessonledger.commands import Ledger
 from lessonledger.commands.handlers import command_id
+from lessonledger.commands.messages import ObserveOutcome
 from lessonledger.ledger.errors import StreamConflictError
 from lessonledger.ledger.events import OUTCOME_OBSERVED
 from lessonledger.ledger.ids import derived_id
+from lessonledger.sync import RemoteLedger, wire
 from test_hub_access import Keys, P, Q, grant, pair
 
 
@@ -118,3 +122,22 @@ def test_a_raw_event_resent_by_another_principal_is_not_answered_as_theirs(
         assert record.envelope.principal == "bob"
     with keys.client(server, "alice") as alice:
         assert alice.submit(_raw(event_id, event_id, outcome)) == mine  # her retry
+
+
+def test_a_batch_over_the_frame_limit_is_refused_at_once_not_after_the_deadline(
+        tmp_path: Path) -> None:
+    """libzmq drops a message far over the hub's limit unseen and cuts the connection:
+    the client must say so itself, rather than wait out its deadline and blame the hub."""
+    commands = [ObserveOutcome(key=f"big-{i}", project=P, passed=True) for i in range(30_000)]
+    assert len(msgspec.msgpack.encode(commands)) > 2 * wire.MAX_FRAME_BYTES
+    with hub(tmp_path / "home", tmp_path / "hub.log") as server, \
+            RemoteLedger(server.endpoint, timeout=2.0, deadline=20.0) as client:
+        head = client.head()
+        started = time.monotonic()
+        with pytest.raises(wire.WireError) as refused:
+            client.execute_all(commands)
+        assert time.monotonic() - started < 5.0
+        assert refused.value.problem == "oversize"
+        assert "split" in str(refused.value)
+        assert client.head() == head
+        assert client.execute_all(commands[:100])  # split, it goes through
