@@ -32,6 +32,7 @@ import msgspec
 from lessonledger.ledger.events import (
     DELTA_APPROVED,
     DELTA_PROPOSED,
+    EVENT_TYPES,
     SKILL_REGISTERED,
     DeltaApproved,
     DeltaArchived,
@@ -47,6 +48,10 @@ from lessonledger.ledger.log import Record
 from lessonledger.projections.capabilities import permission_set
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
+
+#: The catalogue's events this view reads; an event of another type is passed over
+#: undecoded, however its type is spelled.
+_READ = frozenset(t for t in EVENT_TYPES if t.startswith(("skill.", "delta.", "outcome.")))
 
 DeltaStatus = Literal["staged", "active", "rejected", "archived", "orphaned", "superseded"]
 #: Statuses a base change orphans.
@@ -198,9 +203,8 @@ class DeltaView:
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position, erased or not)."""
         self._s.position = record.envelope.position
-        if record.payload is None or not record.envelope.type.startswith(
-                ("skill.", "delta.", "outcome.")):
-            return
+        if record.payload is None or record.envelope.type not in _READ:
+            return  # erased, or not ours (another application's ``outcome.custom``)
         event = decode_event(record.payload)
         position, at = record.envelope.position, record.envelope.recorded_at
         match event:

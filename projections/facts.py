@@ -12,10 +12,13 @@ from __future__ import annotations
 from uuid import UUID
 
 import msgspec
-from lessonledger.ledger.events import ConsumerDeclared, FactLearned, decode_event
+from lessonledger.ledger.events import EVENT_TYPES, ConsumerDeclared, FactLearned, decode_event
 from lessonledger.ledger.log import Record
 
 __all__ = ["FactRow", "FactView"]
+
+#: The catalogue's events this view reads; an event of another type is passed over.
+_READ = frozenset(t for t in EVENT_TYPES if t.startswith("fact."))
 
 
 class FactRow(msgspec.Struct, kw_only=True):
@@ -87,8 +90,8 @@ class FactView:
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position)."""
         self._s.position = record.envelope.position
-        if record.payload is None or not record.envelope.type.startswith("fact."):
-            return
+        if record.payload is None or record.envelope.type not in _READ:
+            return  # erased, or not ours (another application's ``fact.custom``)
         match decode_event(record.payload):
             case FactLearned() as event:
                 key = f"{event.namespace}\x1f{event.key}\x1f{event.scope}"

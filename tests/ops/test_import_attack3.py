@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from lessonledger.ledger.envelope import chain_link, decode_envelope, encode_envelope
+from lessonledger.ledger.envelope import Envelope, chain_link, decode_envelope, encode_envelope
 from lessonledger.ledger.events import LESSON_PROPOSED, OUTCOME_OBSERVED
 from lessonledger.ops.export_format import HEADER_KEY, Row, Stored, event_line
 from test_export import _fill, _refused, lines, run
@@ -37,20 +37,28 @@ def small(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
 Body = Callable[[dict[str, Any], bytes | None], bytes | None]
 
 
-def _reforged(path: Path, change: Body, name: str = "reforged.jsonl") -> Path:
+def _reforged(path: Path, change: Body, name: str = "reforged.jsonl", *,
+              envelopes: Callable[[Envelope, dict[str, Any]], Envelope] | None = None
+              ) -> Path:
     """The export with stored bodies changed and every commitment and link recomputed.
 
     ``change(event, body)`` gets each line and its stored body (``salt ‖ payload``) and
-    returns the body to store. The readable fields are rewritten from the new body, so
-    only the stored form can give the forgery away.
+    returns the body to store; ``envelopes(envelope, event)``, if given, may change the
+    envelope first (and mark the event ``_foreign`` for ``change`` to see). The readable
+    fields are rewritten from the new body, so only the stored form can give the
+    forgery away.
     """
     header, *events = lines(path)
     previous = bytes(32)
     for event in events:
         stored = event["stored"]
         body = base64.b64decode(stored["body"]) if stored["body"] is not None else None
-        new = change(event, body)
         envelope = decode_envelope(base64.b64decode(stored["envelope"]))
+        if envelopes is not None:
+            changed = envelopes(envelope, event)
+            event["_foreign"] = changed != envelope
+            envelope = changed
+        new = change(event, body)
         if new is not None:
             envelope = msgspec.structs.replace(envelope,
                                                commitment=hashlib.sha256(new).digest())
@@ -152,3 +160,22 @@ def test_a_line_far_past_any_event_is_refused_without_reading_it_whole(
         f.write(b"x" * (64 << 20))
         f.write(b'"}\n')
     _refused(capsys, huge, tmp_path / "new", "line 2", "longer than")
+
+
+def test_another_applications_event_in_the_ledgers_namespaces_is_passed_over(
+        small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An event whose type only looks like ours (``outcome.custom``), with a body that is
+    none of ours: it imports as another application's event, and no view folds it."""
+    pick = _first(OUTCOME_OBSERVED)
+
+    def foreign(envelope: Envelope, event: dict[str, Any]) -> Envelope:
+        return msgspec.structs.replace(envelope, type="outcome.custom") if pick(event) \
+            else envelope
+
+    forged = _reforged(small, lambda event, body: (
+        body[:16] + b"\xc1 theirs" if body is not None and event.get("_foreign") else body),
+        envelopes=foreign)
+    code, _, err = run(capsys, "import", forged, "--into", tmp_path / "new")
+    assert code == 0, err
+    code, out, _ = run(capsys, "--home", tmp_path / "new", "verify")
+    assert code == 0, out
