@@ -204,3 +204,37 @@ def test_a_failing_check_refuses_and_says_why(
         server.close(linger=0)
         auth.stop()
     assert not auth.running
+
+
+def test_an_unknown_key_is_let_in_when_a_refresh_knows_it(
+        ledger: Ledger, context: zmq.Context[zmq.Socket[bytes]], tmp_path: Path) -> None:
+    """The allow-list is stale (as a hub's is between its refreshes): refresh, then ask."""
+    known: set[str] = set()
+    refreshes: list[int] = []
+
+    def refresh() -> None:
+        refreshes.append(1)
+        known.update(ledger.allowed_keys())
+
+    public, secret = _pair(tmp_path, "hub")
+    auth = start_authenticator(context, lambda key: key.decode() in known, refresh=refresh)
+    server = context.socket(zmq.ROUTER)
+    server.linger = 0
+    server.curve_secretkey, server.curve_publickey, server.curve_server = secret, public, True
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    bo = _pair(tmp_path, "bo")
+    _grant(ledger, "bo", bo[0])
+    client = context.socket(zmq.DEALER)
+    client.linger = 0
+    client.curve_publickey, client.curve_secretkey = bo
+    client.curve_serverkey = public
+    client.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        client.send(b"granted a moment ago")
+        assert server.poll(WAIT_MS)
+        assert server.recv_multipart()[-1] == b"granted a moment ago"
+        assert refreshes == [1]
+    finally:
+        client.close(0)
+        server.close(0)
+        auth.stop()
