@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hubtools import HubProcess, hub, lessonledger
-from lessonledger.commands import open_ledger
+from hubtools import HubProcess, curve_hub, hub, lessonledger
+from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.sync import RemoteLedger
 
@@ -70,18 +72,8 @@ def test_remote_skills_answer_as_the_local_skills_do(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def keyed(tmp_path: Path) -> tuple[dict[str, str], Path, HubProcess]:
-    keys = tmp_path / "keys"
-    env = {**os.environ, "LESSONLEDGER_KEYS": str(keys)}
-    home = tmp_path / "h"
-    assert _cli("--home", str(home), "init", env=env).returncode == 0
-    for name in ("hub", "agent", "admin"):
-        assert _cli("keys", "new", name, env=env).returncode == 0
-    for args in (["agent", "--principal", "ada", "--read", P, "--write", P],
-                 ["admin", "--principal", "root", "--admin", "--read", P, Q, "--write", P]):
-        done = _cli("--home", str(home), "access", "grant", *args, env=env)
-        assert done.returncode == 0, done.stderr
-    with open_ledger(home, sync=False) as ledger:
+def keyed(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, HubProcess]]:
+    def prepare(ledger: Ledger) -> None:
         ledger.skills.register("triage", BODY)
         for scope, text in ((P, "mine"), (Q, "theirs"), ("global", "everyone's")):
             receipt = ledger.skills.propose(
@@ -89,7 +81,13 @@ def keyed(tmp_path: Path) -> tuple[dict[str, str], Path, HubProcess]:
                 provenance="user_instruction", payload=f"Say {text}.", scope=scope)
             ledger.skills.approve([receipt.ids["delta_id"]])
         ledger.skills.learn_fact("editor", "tabs", "2", scope=Q)
-    return env, keys, HubProcess(home, tmp_path / "log", "--key", str(keys / "hub.key_secret"))
+
+    grants: dict[str, tuple[str, dict[str, Any]]] = {
+        "agent": ("ada", {"read": [P], "write": [P]}),
+        "admin": ("root", {"admin": True, "read": [P, Q], "write": [P]})}
+    env = {**os.environ, "LESSONLEDGER_KEYS": str(tmp_path / "keys")}
+    with curve_hub(tmp_path, grants, admin="admin", prepare=prepare) as (server, keys):
+        yield env, keys.dir, server
 
 
 def test_a_key_sees_the_deltas_and_facts_of_what_it_may_read(
@@ -97,59 +95,55 @@ def test_a_key_sees_the_deltas_and_facts_of_what_it_may_read(
     env, keys, server = keyed
     agent = RemoteLedger(server.endpoint, key=keys / "agent.key_secret",
                          server_key=keys / "hub.key", timeout=2.0, deadline=60)
-    server.start(client=agent)
-    try:
-        with agent:
-            payloads = sorted(r.payload for r in agent.skills.deltas())
-            assert payloads == ["Say everyone's.", "Say mine."]
-            assert agent.skills.fact_list() == []
-            with pytest.raises(AccessRefusedError):
-                agent.skills.resolve("triage", BODY, scope=Q)
-            with pytest.raises(AccessRefusedError):
-                agent.skills.learned("editor", None, scope=Q)
-            mine = agent.skills.resolve("triage", BODY, scope=P, session="s-1")
-            assert "Say mine." in mine.text
-            assert "theirs" not in mine.text
-            # Its resolution is recorded under its own principal (a write grant on P).
-            with open_ledger(server.home, sync=False) as local:
-                assert local.skills.first_recorded("s-1", "triage", "user", P)
-            with pytest.raises(AccessRefusedError):
-                agent.skills.register("triage", BODY + "more\n")
-        # The CLI's skill verbs take --to, with --key-file for the client's key.
-        to = ["--to", server.endpoint, "--key-file", str(keys / "admin.key_secret"),
-              "--server-key", str(keys / "hub.key")]
-        skill = server.home.parent / "SKILL.md"
-        skill.write_text(BODY)
-        listed = _cli("deltas", "list", *to, "--json", env=env)
-        assert listed.returncode == 0, listed.stderr
-        assert len(json.loads(listed.stdout)) == 3
-        proposed = _cli("deltas", "propose", "triage", "--tier", "3", "--kind", "caveat",
-                        "--payload", "Never promise dates.", "--scope", P,
-                        "--anchor", "drafting-replies", "--key", "cli-p", *to, "--json",
-                        env=env)
-        assert proposed.returncode == 0, proposed.stderr
-        delta = json.loads(proposed.stdout)["delta_id"]
-        approved = _cli("deltas", "approve", delta[:8], *to, "--json", env=env)
-        assert approved.returncode == 0, approved.stderr
-        resolved = _cli("skill", "resolve", "triage", str(skill), "--scope", P, *to,
-                        "--json", env=env)
-        assert "Never promise dates." in json.loads(resolved.stdout)["text"]
-        diff = _cli("skill", "diff", "triage", str(skill), delta[:8], "--scope", P, *to,
+    with agent:
+        payloads = sorted(r.payload for r in agent.skills.deltas())
+        assert payloads == ["Say everyone's.", "Say mine."]
+        assert agent.skills.fact_list() == []
+        with pytest.raises(AccessRefusedError):
+            agent.skills.resolve("triage", BODY, scope=Q)
+        with pytest.raises(AccessRefusedError):
+            agent.skills.learned("editor", None, scope=Q)
+        mine = agent.skills.resolve("triage", BODY, scope=P, session="s-1")
+        assert "Say mine." in mine.text
+        assert "theirs" not in mine.text
+        # Its resolution is recorded under its own principal (a write grant on P).
+        with open_ledger(server.home, sync=False) as local:
+            assert local.skills.first_recorded("s-1", "triage", "user", P)
+        with pytest.raises(AccessRefusedError):
+            agent.skills.register("triage", BODY + "more\n")
+    # The CLI's skill verbs take --to, with --key-file for the client's key.
+    to = ["--to", server.endpoint, "--key-file", str(keys / "admin.key_secret"),
+          "--server-key", str(keys / "hub.key")]
+    skill = server.home.parent / "SKILL.md"
+    skill.write_text(BODY)
+    listed = _cli("deltas", "list", *to, "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 3
+    proposed = _cli("deltas", "propose", "triage", "--tier", "3", "--kind", "caveat",
+                    "--payload", "Never promise dates.", "--scope", P,
+                    "--anchor", "drafting-replies", "--key", "cli-p", *to, "--json",
                     env=env)
-        assert diff.returncode == 0, diff.stderr
-        learned = _cli("facts", "learn", "shell", "pager", "less", *to, env=env)
-        assert learned.returncode == 0, learned.stderr
-        facts = _cli("facts", "list", *to, "--json", env=env)
-        assert {f["namespace"] for f in json.loads(facts.stdout)} == {"editor", "shell"}
-        inert = _cli("facts", "inert", *to, "--json", env=env)
-        assert len(json.loads(inert.stdout)) == 2
-        here = _cli("--home", str(server.home), "deltas", "list", "--json", env=env)
-        assert json.loads(here.stdout) == json.loads(
-            _cli("deltas", "list", *to, "--json", env=env).stdout)
-        refused = _cli("deltas", "list", "--to", server.endpoint, "--key-file",
-                       str(keys / "agent.key_secret"), "--server-key", str(keys / "hub.key"),
-                       "--json", env=env)
-        assert {r["scope"] for r in json.loads(refused.stdout)} == {P, "global"}
-        assert server.terminate() == 0
-    finally:
-        server.kill()
+    assert proposed.returncode == 0, proposed.stderr
+    delta = json.loads(proposed.stdout)["delta_id"]
+    approved = _cli("deltas", "approve", delta[:8], *to, "--json", env=env)
+    assert approved.returncode == 0, approved.stderr
+    resolved = _cli("skill", "resolve", "triage", str(skill), "--scope", P, *to,
+                    "--json", env=env)
+    assert "Never promise dates." in json.loads(resolved.stdout)["text"]
+    diff = _cli("skill", "diff", "triage", str(skill), delta[:8], "--scope", P, *to,
+                env=env)
+    assert diff.returncode == 0, diff.stderr
+    learned = _cli("facts", "learn", "shell", "pager", "less", *to, env=env)
+    assert learned.returncode == 0, learned.stderr
+    facts = _cli("facts", "list", *to, "--json", env=env)
+    assert {f["namespace"] for f in json.loads(facts.stdout)} == {"editor", "shell"}
+    inert = _cli("facts", "inert", *to, "--json", env=env)
+    assert len(json.loads(inert.stdout)) == 2
+    here = _cli("--home", str(server.home), "deltas", "list", "--json", env=env)
+    assert json.loads(here.stdout) == json.loads(
+        _cli("deltas", "list", *to, "--json", env=env).stdout)
+    refused = _cli("deltas", "list", "--to", server.endpoint, "--key-file",
+                   str(keys / "agent.key_secret"), "--server-key", str(keys / "hub.key"),
+                   "--json", env=env)
+    assert {r["scope"] for r in json.loads(refused.stdout)} == {P, "global"}
+    assert server.terminate() == 0
