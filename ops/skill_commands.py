@@ -343,8 +343,15 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
         parser.add_argument("--root", default="user", help="the skill's root (default user)")
         if parser is not reg:
             parser.add_argument("--scope", default="global", help="project digest or global")
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        add_remote(parser, key_flag="--key-file")
+        _common(parser, by=False)
+
+
+def _common(parser: argparse.ArgumentParser, *, by: bool = True) -> None:
+    """The options every skill, deltas and facts verb takes."""
+    if by:
+        parser.add_argument("--by", default="operator", help="who acts (default operator)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_remote(parser, key_flag="--key-file")
 
 
 def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -388,9 +395,7 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     for parser in (listing, pending):
         parser.add_argument("--skill", help="only this skill's deltas")
     for parser in verbs.choices.values():
-        parser.add_argument("--by", default="operator", help="who acts (default operator)")
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        add_remote(parser, key_flag="--key-file")
+        _common(parser)
 
 
 def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -415,9 +420,7 @@ def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None
     for parser in (learn, declare):
         parser.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in verbs.choices.values():
-        parser.add_argument("--by", default="operator", help="who acts (default operator)")
-        parser.add_argument("--json", action="store_true", help="print JSON")
-        add_remote(parser, key_flag="--key-file")
+        _common(parser)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

@@ -114,11 +114,18 @@ class HubProcess:
 
 
 @contextmanager
-def hub(home: Path, log: Path, *extra: str) -> Iterator[HubProcess]:
+def hub(home: Path, log: Path, *extra: str, drain: bool = False) -> Iterator[HubProcess]:
+    """A hub serving ``home`` for the block; killed at the end.
+
+    With ``drain``, a block that ends well ends with SIGTERM instead, and the hub must
+    drain and exit 0 (a failing block still kills it, and its own error is reported).
+    """
     process = HubProcess(home, log, *extra)
     process.start()
     try:
         yield process
+        if drain and process.proc is not None and process.proc.poll() is None:
+            assert process.terminate(timeout=60) == 0, log.read_text()
     finally:
         process.kill()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +40,17 @@ def _pair(tmp_path: Path, name: str) -> tuple[bytes, bytes]:
 
 
 class _Hub:
+    """A CURVE ROUTER whose allow-list is the ledger's (or ``allowed``, given one)."""
+
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]], ledger: Ledger,
-                 tmp_path: Path) -> None:
+                 tmp_path: Path, allowed: Callable[[bytes], bool] | None = None,
+                 refresh: Callable[[], None] | None = None) -> None:
         self.public, secret = _pair(tmp_path, "hub")
         self.refused: list[bytes] = []
         self.clients: list[zmq.Socket[bytes]] = []
         self.auth = start_authenticator(
-            context, lambda key: key.decode() in ledger.allowed_keys(), self.refused.append)
+            context, allowed or (lambda key: key.decode() in ledger.allowed_keys()),
+            self.refused.append, refresh)
         self.socket = context.socket(zmq.ROUTER)
         self.socket.linger = 0
         self.socket.curve_secretkey = secret
@@ -216,25 +220,14 @@ def test_an_unknown_key_is_let_in_when_a_refresh_knows_it(
         refreshes.append(1)
         known.update(ledger.allowed_keys())
 
-    public, secret = _pair(tmp_path, "hub")
-    auth = start_authenticator(context, lambda key: key.decode() in known, refresh=refresh)
-    server = context.socket(zmq.ROUTER)
-    server.linger = 0
-    server.curve_secretkey, server.curve_publickey, server.curve_server = secret, public, True
-    port = server.bind_to_random_port("tcp://127.0.0.1")
+    hub = _Hub(context, ledger, tmp_path, lambda key: key.decode() in known, refresh)
     bo = _pair(tmp_path, "bo")
     _grant(ledger, "bo", bo[0])
-    client = context.socket(zmq.DEALER)
-    client.linger = 0
-    client.curve_publickey, client.curve_secretkey = bo
-    client.curve_serverkey = public
-    client.connect(f"tcp://127.0.0.1:{port}")
     try:
+        client = _client(context, hub, bo)
         client.send(b"granted a moment ago")
-        assert server.poll(WAIT_MS)
-        assert server.recv_multipart()[-1] == b"granted a moment ago"
+        assert hub.receive() == (b"granted a moment ago", bo[0].decode())
         assert refreshes == [1]
+        assert hub.refused == []
     finally:
-        client.close(0)
-        server.close(0)
-        auth.stop()
+        hub.close()
