@@ -124,7 +124,7 @@ class Ledger(CommandVerbs, ReadSide):
         self._lock = threading.RLock()
         self._open_views(rules, embedder)
         #: Skill bases, their deltas and tier-0 facts (:mod:`lessonledger.commands.skills`).
-        self.skills = Skills(self)
+        self.skills = Skills(self, self.execute)
 
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
         """Load the saved views and vector index, and bring them up to the head."""

@@ -24,11 +24,18 @@ now, without the budget; deltas erased since are left out, and nothing renders o
 skill that has since gained a local capability) and records nothing more. So a delta
 approved or archived mid-session applies from the next session on. Answers are cached
 per session in this process; any erasure drops the cache.
+
+The commands are :class:`SkillVerbs`, written once over ``execute``: a hub's client
+(:class:`~lessonledger.sync.client.RemoteSkills`) has the same verbs. :class:`Skills`
+over a read side alone (a :class:`~lessonledger.commands.read_side.Reader`, as a hub's
+reader thread answers skill queries) answers every query; it writes nothing, so a
+resolution asked with ``record=False`` is computed but not recorded (the caller records
+it with :func:`resolution_record`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,6 +62,7 @@ from lessonledger.commands.skill_messages import (
     RejectDeltas,
     SkillCommand,
 )
+from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.anchors import body_digest
 from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
@@ -63,9 +71,9 @@ from lessonledger.projections.resolution import DEFAULT_BUDGET, EffectiveSkill, 
 from lessonledger.projections.views import delta_view, fact_view
 
 if TYPE_CHECKING:
-    from lessonledger.commands.ledger import Ledger
+    from lessonledger.commands.read_side import ReadSide
 
-__all__ = ["Skills"]
+__all__ = ["ListedFact", "SkillVerbs", "Skills", "delta_from_prefix", "resolution_record"]
 
 T = TypeVar("T")
 _Cached = tuple[str, str, str, str, bool, int, tuple[str, ...] | None, str, tuple[UUID, ...]]
@@ -74,19 +82,26 @@ _facts = msgspec.msgpack.Decoder(list[FactRow])
 _encode = msgspec.msgpack.Encoder()
 
 
-class Skills:
-    """Skill bases, their deltas and tier-0 facts, on one ledger."""
+class ListedFact(msgspec.Struct, frozen=True):
+    """A learned fact and the tools declared to read its namespace (none: inert)."""
 
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-        self._cache: dict[_Cached, EffectiveSkill] = {}
-        self._erasures: tuple[int, int] = (0, 0)
+    fact: FactRow
+    consumers: list[str]
 
-    # -- commands ----------------------------------------------------------------------
+
+_listed = msgspec.msgpack.Decoder(list[ListedFact])
+
+
+class SkillVerbs:
+    """The skill commands as keyword methods over :meth:`execute`, which a subclass defines."""
+
+    def execute(self, command: SkillCommand) -> Receipt:
+        """Run one command; see the subclass."""
+        raise NotImplementedError
 
     def _run(self, kind: type[SkillCommand], fields: dict[str, Any]) -> Receipt:
         fields.setdefault("key", f"{kind.__struct_config__.tag}:{uuid4()}")
-        return self._ledger.execute(command_from(fields, kind))
+        return self.execute(command_from(fields, kind))
 
     def register(self, skill: str, body: str, **fields: Any) -> Receipt:
         """Register a skill base (or a new version; a changed body orphans its deltas)."""
@@ -124,6 +139,61 @@ class Skills:
     def declare_consumer(self, tool: str, namespace: str, **fields: Any) -> Receipt:
         """Declare that ``tool`` reads facts of ``namespace``."""
         return self._run(DeclareConsumer, {"tool": tool, "namespace": namespace, **fields})
+
+
+def resolution_record(result: EffectiveSkill, session: str, actor: str,
+                      principal: str) -> RecordResolution:
+    """The command that records a session's first resolution (its key says what it saw)."""
+    said = (result.skill, result.root, result.scope, result.text_digest, actor, principal,
+            [str(i) for i in [*result.rendered, *result.orphans]])
+    key = f"resolve:{session}:{sha256(_encode.encode(said)).hexdigest()[:32]}"
+    return RecordResolution(
+        key=key, skill=result.skill, root=result.root, scope=result.scope,
+        rendered=result.rendered, orphans_shown=result.orphans,
+        text_digest=result.text_digest, session=session, actor=actor, principal=principal)
+
+
+def delta_from_prefix(ids: Iterable[UUID], text: str) -> UUID:
+    """The one id of ``ids`` that is ``text`` or starts with it.
+
+    Raises:
+        InvalidCommandError: none does, or more than one.
+    """
+    matches = [i for i in ids if str(i).startswith(text.lower())]
+    if len(matches) == 1:
+        return matches[0]
+    what = "no delta id starts" if not matches else f"{len(matches)} delta ids start"
+    msg = f"{what} with {text!r}; see `lessonledger deltas list`"
+    raise InvalidCommandError(msg, "$.delta")
+
+
+class Skills(SkillVerbs):
+    """Skill bases, their deltas and tier-0 facts, on one ledger.
+
+    Args:
+        ledger: the read side the queries fold and read.
+        execute: runs a command (the ledger's own); None on a read side alone, whose
+            commands are refused.
+    """
+
+    def __init__(self, ledger: ReadSide,
+                 execute: Callable[[SkillCommand], Receipt] | None = None) -> None:
+        self._ledger = ledger
+        self._execute = execute
+        self._cache: dict[_Cached, EffectiveSkill] = {}
+        self._erasures: tuple[int, int] = (0, 0)
+
+    def execute(self, command: SkillCommand) -> Receipt:
+        """Run one command on the ledger.
+
+        Raises:
+            LedgerConfigError: these skills are over a read side alone.
+        """
+        if self._execute is None:
+            msg = (f"{self._ledger.home} is open for queries only here: a skill command "
+                   "needs the home's ledger (or its hub)")
+            raise LedgerConfigError(msg)
+        return self._execute(command)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -173,12 +243,8 @@ class Skills:
             InvalidCommandError: no delta, or more than one, has such an id.
         """
         with self._lock:
-            matches = [i for i in self.view.deltas if str(i).startswith(text.lower())]
-        if len(matches) == 1:
-            return matches[0]
-        what = "no delta id starts" if not matches else f"{len(matches)} delta ids start"
-        msg = f"{what} with {text!r}; see `lessonledger deltas list`"
-        raise InvalidCommandError(msg, "$.delta")
+            ids = list(self.view.deltas)
+        return delta_from_prefix(ids, text)
 
     def learned(self, namespace: str, default: T, scope: str = "global") -> dict[str, str] | T:
         """The values of a fact namespace (global ones, overridden by the scope's)."""
@@ -190,15 +256,32 @@ class Skills:
         with self._lock:
             return _facts.decode(_encode.encode(self.facts.inert()))
 
+    def fact_list(self, namespace: str | None = None, *, inert: bool = False
+                  ) -> list[ListedFact]:
+        """The learned facts (of a namespace; only inert ones), each with its readers."""
+        with self._lock:
+            facts = self.facts
+            rows = facts.inert() if inert else facts.facts(namespace)
+            listed = [ListedFact(row, list(facts.consumers(row.namespace))) for row in rows]
+            return _listed.decode(_encode.encode(listed))
+
+    def first_recorded(self, session: str, skill: str, root: str = "user",
+                       scope: str = "global") -> bool:
+        """Whether the session's first resolution of the skill (at the scope) is recorded."""
+        with self._lock:
+            return self.view.first_resolution(session, skill, root, scope) is not None
+
     def resolve(self, skill: str, base_text: str, *, root: str = "user",
                 scope: str = "global", learning: bool = True, session: str = "",
                 budget: int = DEFAULT_BUDGET, available: Iterable[str] | None = None,
                 actor: str = "agent", principal: str = "",
-                trial: Iterable[UUID] = ()) -> EffectiveSkill:
+                trial: Iterable[UUID] = (), record: bool = True) -> EffectiveSkill:
         """The effective skill for a session, resolved once and cached for it.
 
         ``trial`` names staged deltas to try in this resolution (trusted ones proposed
         with ``auto_approve``; others are ignored): rendered, they earn a track record.
+        With ``record`` off, a first resolution is neither recorded nor cached (a hub's
+        read side answers so; its client records it).
 
         Raises:
             UnknownSkillError: no such skill is registered.
@@ -228,6 +311,8 @@ class Skills:
             first = view.first_resolution(session, skill, root, scope) if learning else None
             result = resolve(view, base, base_text, scope, learning=learning, budget=budget,
                              available=tools, replay=first, trial=tried)
+        if not record:
+            return result
         if session and learning and first is None:
             self._record(result, session, actor, principal)
             with self._lock:  # another process may have recorded the session's first
@@ -243,14 +328,7 @@ class Skills:
 
     def _record(self, result: EffectiveSkill, session: str, actor: str,
                 principal: str) -> None:
-        said = (result.skill, result.root, result.scope, result.text_digest, actor, principal,
-                [str(i) for i in [*result.rendered, *result.orphans]])
-        key = f"resolve:{session}:{sha256(_encode.encode(said)).hexdigest()[:32]}"
-        self._ledger.execute(RecordResolution(
-            key=key, skill=result.skill, root=result.root, scope=result.scope,
-            rendered=result.rendered, orphans_shown=result.orphans,
-            text_digest=result.text_digest, session=session, actor=actor,
-            principal=principal))
+        self.execute(resolution_record(result, session, actor, principal))
 
     def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
              scope: str = "global") -> tuple[EffectiveSkill, EffectiveSkill]:

@@ -560,8 +560,7 @@ class Writing:
         return self._txn
 
     def import_records(self, rows: Sequence[tuple[bytes, bytes | None]], *,
-                       links: Sequence[bytes] | None = None,
-                       bodies_checked: bool = False) -> list[Envelope]:
+                       links: Sequence[bytes] | None = None) -> list[Envelope]:
         """Append records exactly as another log stored them: an import, a replica's pull.
 
         Each row is the stored envelope bytes and the stored body (``salt ‖ payload``,
@@ -570,9 +569,8 @@ class Writing:
         envelope must decode to its canonical form at the next position, with an id and
         stream a log stores; its link is recomputed here and, when ``links`` gives the
         source's (an export), must equal it. A body must match its envelope's commitment
-        (``bodies_checked``: the caller has just hashed each, so they are not hashed
-        again). Ids and stream versions are indexed as an append would, each tree in one
-        batched put.
+        (hashed here, once: no caller hashes it before). Ids and stream versions are
+        indexed as an append would, each tree in one batched put.
 
         Returns the envelopes, decoded; :attr:`link` is then the last one's chain link.
 
@@ -609,8 +607,7 @@ class Writing:
             pkey = _pack_position(position)
             entries.append((pkey + _ENVELOPE, stored + previous))
             if body is not None:
-                if not bodies_checked and (len(body) < SALT_BYTES
-                                           or sha256(body).digest() != envelope.commitment):
+                if len(body) < SALT_BYTES or sha256(body).digest() != envelope.commitment:
                     raise ReplayMismatchError(position, "its body does not match the "
                                               "envelope's commitment")
                 entries.append((pkey + _BODY, body))

@@ -70,11 +70,15 @@ def _address(text: str) -> tuple[str, int]:
     return address(text)
 
 
-def add_remote(p: argparse.ArgumentParser) -> None:
-    """Give a verb ``--to`` (a hub endpoint) and the CURVE key options."""
+def add_remote(p: argparse.ArgumentParser, key_flag: str = "--key") -> None:
+    """Give a verb ``--to`` (a hub endpoint) and the CURVE key options.
+
+    ``key_flag`` names the client's key file option: ``--key-file`` on verbs whose
+    ``--key`` is already the command's idempotency key.
+    """
     p.add_argument("--to", metavar="ENDPOINT", default=None, help=(
         "ask a hub (tcp://HOST:PORT) instead of opening the home"))
-    p.add_argument("--key", metavar="FILE", default=None,
+    p.add_argument(key_flag, metavar="FILE", default=None, dest="client_key",
                    help="with --to: this client's secret key file (NAME.key_secret)")
     p.add_argument("--server-key", metavar="FILE", default=None,
                    help="with --to: the hub's public key file")
@@ -84,7 +88,7 @@ def add_remote(p: argparse.ArgumentParser) -> None:
 
 def remote(args: argparse.Namespace) -> RemoteLedger:
     """The hub client a verb's ``--to``, ``--key`` and ``--server-key`` name."""
-    return RemoteLedger(args.to, key=args.key, server_key=args.server_key,
+    return RemoteLedger(args.to, key=args.client_key, server_key=args.server_key,
                         timeout=min(10.0, args.wait), deadline=args.wait)
 
 

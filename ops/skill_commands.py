@@ -3,7 +3,9 @@
 A person registers an authored skill (its ``SKILL.md`` stays where it is: only its
 digest and section anchors are recorded), reviews the staged deltas with a diff of the
 effective skill with and without each, approves, rejects or archives them, and sees
-which learned facts no tool reads. Every command takes ``--json``.
+which learned facts no tool reads. Every command takes ``--json``, and ``--to
+tcp://HOST:PORT`` to act on a hub's ledger instead of the home (with ``--key-file`` and
+``--server-key`` for CURVE: ``--key`` is the command's idempotency key here).
 """
 
 from __future__ import annotations
@@ -11,19 +13,23 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import msgspec
-from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.skills import Skills
 from lessonledger.ledger.text import folded
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
 from lessonledger.projections.deltas import DeltaRow
 from lessonledger.projections.resolution import DEFAULT_BUDGET
+from lessonledger.sync.client import RemoteSkills
 
-__all__ = ["find_delta", "front_matter", "front_matter_permissions", "register"]
+__all__ = ["front_matter", "front_matter_permissions", "register"]
 
 
 _FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n", re.S)
@@ -103,13 +109,19 @@ def _read(path: Path) -> str:
     return path.read_bytes().decode()
 
 
-def find_delta(ledger: Ledger, text: str) -> UUID:
-    """A delta id from its full form or a unique prefix of it."""
-    return ledger.skills.find_delta(text)
+@contextmanager
+def _skills(args: argparse.Namespace) -> Iterator[Skills | RemoteSkills]:
+    """The skills a verb acts on: a hub's with ``--to``, else the home's."""
+    if args.to:
+        with remote(args) as hub:
+            yield hub.skills
+    else:
+        with open_lessons(args.home) as ledger:
+            yield ledger.skills
 
 
-def _ids(ledger: Ledger, texts: list[str]) -> list[UUID]:
-    return [find_delta(ledger, t) for t in texts]
+def _ids(skills: Skills | RemoteSkills, texts: list[str]) -> list[UUID]:
+    return [skills.find_delta(t) for t in texts]
 
 
 def _key(args: argparse.Namespace) -> dict[str, str]:
@@ -140,16 +152,16 @@ def _cmd_register(args: argparse.Namespace) -> int:
     name = args.name or front.get("name") or (
         args.path.parent.name if args.path.name == "SKILL.md" else args.path.stem)
     tools = args.tool or _tool_list(front.get("allowed-tools", ""))
-    with open_lessons(args.home) as ledger:
-        before = ledger.skills.base(name, args.root)
+    with _skills(args) as skills:
+        before = skills.base(name, args.root)
         fields = {"root": args.root, "version": args.version or front.get("version") or "0",
                   "tools": tools, "permissions": list(dict.fromkeys(
                       [*(args.permission or []), *front_matter_permissions(body)]))}
-        ledger.skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
-        base = ledger.skills.base(name, args.root)
+        skills.register(name, body, **fields, **({"key": args.key} if args.key else {}))
+        base = skills.base(name, args.root)
         assert base is not None
         # Orphaned by this registration (a changed body or changed permissions).
-        orphaned = [r.delta_id for r in ledger.skills.deltas(name, args.root, "orphaned")
+        orphaned = [r.delta_id for r in skills.deltas(name, args.root, "orphaned")
                     if before is not None and r.changed[0] == base.position]
     if args.json:
         print_json(msgspec.to_builtins(base) | {"orphaned": [str(i) for i in orphaned]})
@@ -164,11 +176,11 @@ def _cmd_register(args: argparse.Namespace) -> int:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        result = ledger.skills.resolve(
+    with _skills(args) as skills:
+        result = skills.resolve(
             args.name, _read(args.path), root=args.root, scope=args.scope,
             learning=not args.off, session=args.session or "", budget=args.budget,
-            available=args.tool, trial=_ids(ledger, args.trial or []))
+            available=args.tool, trial=_ids(skills, args.trial or []))
     if args.json:
         print_json(msgspec.to_builtins(result))
         return 0
@@ -185,9 +197,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        delta = find_delta(ledger, args.delta)
-        without, with_it = ledger.skills.diff(args.name, _read(args.path), delta,
+    with _skills(args) as skills:
+        delta = skills.find_delta(args.delta)
+        without, with_it = skills.diff(args.name, _read(args.path), delta,
                                               root=args.root, scope=args.scope)
     lines = list(difflib.unified_diff(
         without.text.splitlines(keepends=True), with_it.text.splitlines(keepends=True),
@@ -206,23 +218,23 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        rows = ledger.skills.deltas(args.skill, None, args.status)
+    with _skills(args) as skills:
+        rows = skills.deltas(args.skill, None, args.status)
     _print_rows(args, rows)
     return 0
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        rows = [r for r in ledger.skills.deltas(args.skill)
+    with _skills(args) as skills:
+        rows = [r for r in skills.deltas(args.skill)
                 if r.status in ("staged", "orphaned")]
     _print_rows(args, rows)
     return 0
 
 
 def _cmd_propose(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        receipt = ledger.skills.propose(
+    with _skills(args) as skills:
+        receipt = skills.propose(
             args.skill, root=args.root, tier=args.tier, kind=args.kind, anchor=args.anchor,
             payload=args.payload, provenance=args.provenance, scope=args.scope,
             auto_approve=args.auto_approve, actor=args.by, evidence=args.evidence or [],
@@ -236,17 +248,17 @@ def _cmd_propose(args: argparse.Namespace) -> int:
 
 
 def _move(args: argparse.Namespace, verb: str) -> int:
-    with open_lessons(args.home) as ledger:
-        ids = _ids(ledger, args.ids)
+    with _skills(args) as skills:
+        ids = _ids(skills, args.ids)
         if getattr(args, "orphans", False):
-            ids += [r.delta_id for r in ledger.skills.deltas(args.skill, None, "orphaned")]
+            ids += [r.delta_id for r in skills.deltas(args.skill, None, "orphaned")]
         if not ids:
             print(f"nothing to {verb}")
             return 0
         fields: dict[str, Any] = {"actor": args.by, **_key(args)}
         if verb != "approve":
             fields["reason"] = args.reason
-        receipt = getattr(ledger.skills, verb)(ids, **fields)
+        receipt = getattr(skills, verb)(ids, **fields)
     if args.json:
         print_json({verb: [str(i) for i in ids], "positions": receipt.positions})
     else:
@@ -257,25 +269,24 @@ def _move(args: argparse.Namespace, verb: str) -> int:
 
 
 def _cmd_facts(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        facts = ledger.skills.facts
-        rows = facts.inert() if args.facts == "inert" else facts.facts(args.namespace)
-        readers = {r.namespace: facts.consumers(r.namespace) for r in rows}
+    with _skills(args) as skills:
+        listed = skills.fact_list(args.namespace, inert=args.facts == "inert")
     if args.json:
-        print_json([msgspec.to_builtins(r) | {"consumers": readers[r.namespace]}
-                    for r in rows])
+        print_json([msgspec.to_builtins(f.fact) | {"consumers": f.consumers}
+                    for f in listed])
         return 0
-    for row in rows:
-        honoured = ", ".join(readers[row.namespace]) or "INERT: no tool reads it"
+    for f in listed:
+        row = f.fact
+        honoured = ", ".join(f.consumers) or "INERT: no tool reads it"
         echo(f"{row.namespace}  {row.key} = {row.value}  ({row.scope}; {honoured})")
-    if not rows:
+    if not listed:
         print("no facts" if args.facts == "list" else "no inert facts")
     return 0
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        receipt = ledger.skills.learn_fact(args.namespace, args.fact_key, args.value,
+    with _skills(args) as skills:
+        receipt = skills.learn_fact(args.namespace, args.fact_key, args.value,
                                            scope=args.scope, actor=args.by, **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
@@ -285,8 +296,8 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
 
 def _cmd_declare(args: argparse.Namespace) -> int:
-    with open_lessons(args.home) as ledger:
-        receipt = ledger.skills.declare_consumer(args.tool, args.namespace, actor=args.by,
+    with _skills(args) as skills:
+        receipt = skills.declare_consumer(args.tool, args.namespace, actor=args.by,
                                                  **_key(args))
     if args.json:
         print_json({"positions": receipt.positions})
@@ -332,7 +343,15 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
         parser.add_argument("--root", default="user", help="the skill's root (default user)")
         if parser is not reg:
             parser.add_argument("--scope", default="global", help="project digest or global")
-        parser.add_argument("--json", action="store_true", help="print JSON")
+        _common(parser, by=False)
+
+
+def _common(parser: argparse.ArgumentParser, *, by: bool = True) -> None:
+    """The options every skill, deltas and facts verb takes."""
+    if by:
+        parser.add_argument("--by", default="operator", help="who acts (default operator)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_remote(parser, key_flag="--key-file")
 
 
 def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -376,8 +395,7 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     for parser in (listing, pending):
         parser.add_argument("--skill", help="only this skill's deltas")
     for parser in verbs.choices.values():
-        parser.add_argument("--by", default="operator", help="who acts (default operator)")
-        parser.add_argument("--json", action="store_true", help="print JSON")
+        _common(parser)
 
 
 def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
@@ -402,8 +420,7 @@ def _fact_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None
     for parser in (learn, declare):
         parser.add_argument("--key", help="idempotency key (a retry writes nothing)")
     for parser in verbs.choices.values():
-        parser.add_argument("--by", default="operator", help="who acts (default operator)")
-        parser.add_argument("--json", action="store_true", help="print JSON")
+        _common(parser)
 
 
 def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:

@@ -24,6 +24,12 @@ every ``reconnect_ivl`` (100 ms by default), so a key is logged once per
 :data:`LOG_EVERY` seconds, the line saying how many tries were refused since; each try
 is still refused, and ``on_refused`` is told of each (a counter, a metric). pyzmq's own
 ZAP log goes to a child logger kept at WARNING, so it adds no line.
+
+A key granted by another process moments ago is not in the hub's grants until its next
+refresh. Given ``refresh``, the handler calls it when it meets a key ``allowed`` does not
+know, and asks again before refusing, so the new key's first handshake gets in. A
+client spraying unknown keys could make every handshake a refresh: they are at most one
+per :data:`REFRESH_EVERY` seconds.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from typing import Self
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
-__all__ = ["LOGGER", "LOG_EVERY", "Authenticator", "client_key", "start_authenticator"]
+__all__ = ["LOGGER", "LOG_EVERY", "REFRESH_EVERY", "Authenticator", "client_key",
+           "start_authenticator"]
 
 #: The logger the refusals go to.
 LOGGER = logging.getLogger("lessonledger.sync.auth")
@@ -46,6 +53,8 @@ _ZAP_LOG = LOGGER.getChild("zap")
 _ZAP_LOG.setLevel(logging.WARNING)
 #: Seconds between two log lines about the same refused key.
 LOG_EVERY = 60.0
+#: Seconds between two refreshes made for unknown keys.
+REFRESH_EVERY = 0.05
 #: Refused keys remembered for the log's sake; past this many the memory starts afresh
 #: (a client spraying keys cannot grow it without bound).
 _REMEMBERED = 10_000
@@ -55,9 +64,12 @@ class _Provider:
     """pyzmq's credentials provider: ``callback(domain, key)`` with the key as Z85 bytes."""
 
     def __init__(self, allowed: Callable[[bytes], bool],
-                 on_refused: Callable[[bytes], None] | None) -> None:
+                 on_refused: Callable[[bytes], None] | None,
+                 refresh: Callable[[], None] | None = None) -> None:
         self.allowed = allowed
         self.on_refused = on_refused
+        self.refresh = refresh
+        self._refreshed = -REFRESH_EVERY
         self._lock = threading.Lock()
         #: Per refused key: when it was last logged, and tries refused since.
         self._seen: dict[bytes, tuple[float, int]] = {}
@@ -65,6 +77,10 @@ class _Provider:
     def callback(self, domain: str, key: bytes) -> bool:
         try:
             ok = bool(self.allowed(key))
+            if not ok and self._may_refresh():
+                assert self.refresh is not None
+                self.refresh()
+                ok = bool(self.allowed(key))
             why = "it has no grant"
         except Exception as e:  # the ZAP thread must answer, whatever the check did
             ok, why = False, f"checking its grant failed ({type(e).__name__}: {e})"
@@ -77,6 +93,16 @@ class _Provider:
                     LOGGER.exception("on_refused failed for key %s", key.decode("ascii",
                                                                                "replace"))
         return ok
+
+    def _may_refresh(self) -> bool:
+        """Whether to refresh now (there is a refresh, and none ran just before)."""
+        if self.refresh is None:
+            return False
+        now = time.monotonic()
+        if now - self._refreshed < REFRESH_EVERY:
+            return False
+        self._refreshed = now
+        return True
 
     def _log(self, key: bytes, why: str) -> None:
         now = time.monotonic()
@@ -98,10 +124,11 @@ class Authenticator:
 
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]],
                  allowed: Callable[[bytes], bool],
-                 on_refused: Callable[[bytes], None] | None = None) -> None:
+                 on_refused: Callable[[bytes], None] | None = None,
+                 refresh: Callable[[], None] | None = None) -> None:
         self._thread = ThreadAuthenticator(context, log=_ZAP_LOG)
         self._thread.start()
-        self._thread.configure_curve_callback("*", _Provider(allowed, on_refused))
+        self._thread.configure_curve_callback("*", _Provider(allowed, on_refused, refresh))
 
     @property
     def running(self) -> bool:
@@ -123,15 +150,18 @@ class Authenticator:
 
 def start_authenticator(context: zmq.Context[zmq.Socket[bytes]],
                         allowed: Callable[[bytes], bool],
-                        on_refused: Callable[[bytes], None] | None = None) -> Authenticator:
+                        on_refused: Callable[[bytes], None] | None = None,
+                        refresh: Callable[[], None] | None = None) -> Authenticator:
     """Start a ZAP handler on ``context`` that lets in a CURVE client while ``allowed``.
 
     Args:
         context: the context of the server sockets (ZAP is per context).
         allowed: asked with the client's Z85 public key (bytes) at each handshake.
         on_refused: told each refused key, after the log line.
+        refresh: brings what ``allowed`` knows up to date; called (at most every
+            :data:`REFRESH_EVERY` s) before an unknown key is refused.
     """
-    return Authenticator(context, allowed, on_refused)
+    return Authenticator(context, allowed, on_refused, refresh)
 
 
 def client_key(frame: zmq.Frame) -> str:

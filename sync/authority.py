@@ -33,6 +33,7 @@ from lessonledger.commands.messages import (
     ProposeLesson,
     RetireLesson,
 )
+from lessonledger.commands.skill_messages import RecordResolution
 from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
 from lessonledger.projections.access import Grant
 
@@ -220,8 +221,9 @@ def authorize_command(access: Access, command: Any,
 
     An outcome or a proposal needs a write grant on its project, an environment change
     one on its scope, an edit or a retirement one on the lesson's own scope (an unknown
-    lesson is refused by the command itself); everything else (reconcile, the skill and
-    access commands) acts ledger-wide and needs admin.
+    lesson is refused by the command itself), the record of a session's skill resolution
+    one on its scope (it records a read, as a recall does); everything else (reconcile,
+    the other skill commands and the access commands) acts ledger-wide and needs admin.
 
     Raises:
         AccessRefusedError: the grant does not cover it.
@@ -229,7 +231,7 @@ def authorize_command(access: Access, command: Any,
     match command:
         case ObserveOutcome() | ProposeLesson():
             require_write(access, command.project)
-        case DeclareEnvironmentChange():
+        case DeclareEnvironmentChange() | RecordResolution():
             require_write(access, command.scope)
         case EditLesson() | RetireLesson():
             scope = lesson_scope(command.lesson_id)

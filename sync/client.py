@@ -18,6 +18,10 @@ resent on a fresh socket when no reply comes within ``timeout``, and after the h
 ``busy`` once it said how long to wait, until ``deadline`` seconds have passed; then
 :class:`HubUnavailableError`. A query is resent as well: what it records (a recall's
 ``LessonRecalled``) may then be recorded twice, which moves a usage clock, nothing else.
+
+``ledger.skills`` is :class:`RemoteSkills`: the local ``skills`` commands and queries
+(not its live ``view`` and ``facts``), the deltas and facts of the projects the key may
+read.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import itertools
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from uuid import UUID
@@ -44,17 +48,21 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.recall import Check
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.commands.skills import ListedFact, SkillVerbs, resolution_record
 from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.log import Record
+from lessonledger.projections.deltas import BaseRow, DeltaRow
+from lessonledger.projections.facts import FactRow
 from lessonledger.projections.lesson_rows import LessonRow
 from lessonledger.projections.outcome_stats import ProjectStats
 from lessonledger.projections.recall import Recall
+from lessonledger.projections.resolution import DEFAULT_BUDGET, EffectiveSkill
 from lessonledger.sync import wire
 from lessonledger.sync.keys import load_public, load_secret
 
-__all__ = ["HubUnavailableError", "RemoteLedger", "is_remote"]
+__all__ = ["HubUnavailableError", "RemoteLedger", "RemoteSkills", "is_remote"]
 
 T = TypeVar("T")
 
@@ -127,6 +135,8 @@ class RemoteLedger(CommandVerbs):
         self._context = context or zmq.Context.instance()
         self._ids = itertools.count(random.getrandbits(40) + 1)
         self._socket: zmq.Socket[Any] | None = None
+        #: Skill bases, their deltas and tier-0 facts, on the hub.
+        self.skills = RemoteSkills(self)
 
     # -- the transport -------------------------------------------------------------------
 
@@ -380,6 +390,82 @@ class RemoteLedger(CommandVerbs):
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+class RemoteSkills(SkillVerbs):
+    """A hub's ``skills``: the local :class:`~lessonledger.commands.skills.Skills` API.
+
+    Commands go through the hub's writer (they are ledger-wide: an admin grant; a
+    session's resolution record needs a write grant on its scope); queries are
+    answered by its read side, with the deltas and facts of the projects the key may
+    read.
+    """
+
+    def __init__(self, ledger: RemoteLedger) -> None:
+        self._ledger = ledger
+
+    def execute(self, command: SkillCommand) -> Receipt:
+        """Run one skill command on the hub."""
+        return self._ledger.execute(command)
+
+    def _ask(self, name: str, kind: type[T], **args: Any) -> T:
+        return self._ledger._answer(f"skill_{name}", kind, **args)
+
+    def deltas(self, skill: str | None = None, root: str | None = None,
+               status: str | None = None) -> list[DeltaRow]:
+        """Deltas (of a skill, in a status) in rendering order."""
+        return self._ask("deltas", list[DeltaRow], skill=skill, root=root, status=status)
+
+    def base(self, skill: str, root: str = "user") -> BaseRow | None:
+        """A registered skill base, or None."""
+        return self._ask("base", BaseRow | None, skill=skill, root=root)  # type: ignore[arg-type]
+
+    def find_delta(self, text: str) -> UUID:
+        """A delta id from its full form or a unique prefix of it."""
+        return self._ask("find_delta", UUID, text=text)
+
+    def learned(self, namespace: str, default: T, scope: str = "global") -> dict[str, str] | T:
+        """The values of a fact namespace (global ones, overridden by the scope's)."""
+        found = self._ask("learned", dict[str, str] | None,  # type: ignore[arg-type]
+                          namespace=namespace, scope=scope)
+        return found if found else default
+
+    def inert(self) -> list[FactRow]:
+        """Facts no declared consumer reads."""
+        return [listed.fact for listed in self.fact_list(inert=True)]
+
+    def fact_list(self, namespace: str | None = None, *, inert: bool = False
+                  ) -> list[ListedFact]:
+        """The learned facts (of a namespace; only inert ones), each with its readers."""
+        return self._ask("facts", list[ListedFact], namespace=namespace, inert=inert)
+
+    def resolve(self, skill: str, base_text: str, *, root: str = "user",
+                scope: str = "global", learning: bool = True, session: str = "",
+                budget: int = DEFAULT_BUDGET, available: Iterable[str] | None = None,
+                actor: str = "agent", principal: str = "",
+                trial: Iterable[UUID] = ()) -> EffectiveSkill:
+        """The effective skill for a session, resolved once (see ``Skills.resolve``).
+
+        The hub resolves it; a session's first resolution is then recorded by a command
+        (idempotent by what it saw), and asked again, so a first recorded meanwhile by
+        another client is the one replayed.
+        """
+        args: dict[str, Any] = {
+            "skill": skill, "base_text": base_text, "root": root, "scope": scope,
+            "learning": learning, "session": session, "budget": budget,
+            "available": None if available is None else list(available), "actor": actor,
+            "principal": principal, "trial": [str(i) for i in trial]}
+        result, recorded = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
+        if session and learning and not recorded:
+            self.execute(resolution_record(result, session, actor, principal))
+            result, _ = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
+        return result
+
+    def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
+             scope: str = "global") -> tuple[EffectiveSkill, EffectiveSkill]:
+        """The effective skill without and with one delta made active (nothing written)."""
+        return self._ask("diff", tuple[EffectiveSkill, EffectiveSkill], skill=skill,
+                         base_text=base_text, delta_id=str(delta_id), root=root, scope=scope)
 
 
 def _receipt(reply: msgspec.Struct) -> Receipt:

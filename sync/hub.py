@@ -205,6 +205,10 @@ class Hub:
         self.head = 0
         #: Sync's requests (clone, pull, push, erasure acks), answered by the writer.
         self._sync: SyncService | None = None
+        #: The writer's ledger while it is open, for the ZAP handler's refreshes; the
+        #: lock keeps refreshes in order, so older grants never replace newer ones.
+        self._grants_ledger: Ledger | None = None
+        self._grants_lock = threading.Lock()
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -233,8 +237,10 @@ class Hub:
         if self.config.server_secret:
             # ZAP is per context: the handler asks the authority at every handshake, so
             # a key without a grant never gets a message through.
+            # A key granted by another process since the last refresh gets in at once.
             auth = start_authenticator(ctx, self.authority.allowed,
-                                       on_refused=lambda _key: self.stats.refused("key"))
+                                       on_refused=lambda _key: self.stats.refused("key"),
+                                       refresh=self._refresh_grants)
             for sock in (router, pub):
                 sock.curve_secretkey = self.config.server_secret
                 sock.curve_publickey = self.config.server_public
@@ -439,7 +445,8 @@ class Hub:
         try:
             ledger.catch_up()
             self.head = ledger.head()
-            self.authority.refresh(ledger.grants())
+            self._grants_ledger = ledger
+            self._refresh_grants(ledger)
             self._sync = SyncService(ledger)
             refreshed = time.monotonic()
             self._ready.wait(timeout=120)
@@ -453,7 +460,7 @@ class Hub:
                         # Another process (`lessonledger access grant` on the home) may
                         # have changed the grants: fold its events, take them.
                         ledger.catch_up()
-                        self.authority.refresh(ledger.grants())
+                        self._refresh_grants(ledger)
                         refreshed = time.monotonic()
                     continue
                 group = self._gather(first)
@@ -461,8 +468,18 @@ class Hub:
                 for _ in group:
                     self._work.task_done()
         finally:
+            with self._grants_lock:
+                self._grants_ledger = None
             ledger.close()
             outbox.close()
+
+    def _refresh_grants(self, ledger: Ledger | None = None) -> None:
+        """Take the grants in force now (the writer's ledger folds what others wrote)."""
+        with self._grants_lock:
+            if ledger is None:
+                ledger = self._grants_ledger
+            if ledger is not None:
+                self.authority.refresh(ledger.grants())
 
     def _gather(self, first: _Work) -> list[_Work]:
         """What has arrived, up to the batch bound; a moment more while clients reply.
@@ -528,7 +545,7 @@ class Hub:
         self.head = ledger.head()
         if any(work.kind in ("command", "batch", "sync") for work in group):
             # Before anyone is answered: a revocation counts from its own receipt on.
-            self.authority.refresh(ledger.grants())
+            self._refresh_grants(ledger)
         seconds = time.perf_counter() - started
         self.stats.batch(len(group), self.head - before, seconds)
         log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),

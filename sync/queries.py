@@ -14,7 +14,9 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
 from lessonledger.commands.read_side import Reader
+from lessonledger.commands.skills import Skills, delta_from_prefix
 from lessonledger.ledger.errors import LessonLedgerError
+from lessonledger.projections.resolution import DEFAULT_BUDGET
 from lessonledger.sync import wire
 from lessonledger.sync.authority import (
     Access,
@@ -75,6 +77,49 @@ class _Log(msgspec.Struct, forbid_unknown_fields=True):
     limit: int = 1000
 
 
+class _Deltas(msgspec.Struct, forbid_unknown_fields=True):
+    skill: str | None = None
+    root: str | None = None
+    status: str | None = None
+
+
+class _Base(msgspec.Struct, forbid_unknown_fields=True):
+    skill: str
+    root: str = "user"
+
+
+class _Learned(msgspec.Struct, forbid_unknown_fields=True):
+    namespace: str
+    scope: str = "global"
+
+
+class _Facts(msgspec.Struct, forbid_unknown_fields=True):
+    namespace: str | None = None
+    inert: bool = False
+
+
+class _Resolve(msgspec.Struct, forbid_unknown_fields=True):
+    skill: str
+    base_text: str
+    root: str = "user"
+    scope: str = "global"
+    learning: bool = True
+    session: str = ""
+    budget: int = DEFAULT_BUDGET
+    available: list[str] | None = None
+    actor: str = "agent"
+    principal: str = ""
+    trial: list[UUID] = []
+
+
+class _Diff(msgspec.Struct, forbid_unknown_fields=True):
+    skill: str
+    base_text: str
+    delta_id: UUID
+    root: str = "user"
+    scope: str = "global"
+
+
 #: Records a ``log`` query returns at most.
 MAX_LOG_RECORDS = 5000
 
@@ -90,6 +135,8 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
         msgspec.ValidationError: the arguments do not fit the query.
     """
     args = query.args
+    if query.query.startswith("skill_"):
+        return _skill_answer(Skills(reader), access, query.query, args)
     match query.query:
         case "head":
             return reader.head()
@@ -152,6 +199,55 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
                 access, body_scope(r.envelope.scope, r.envelope.type, r.payload,
                                    lambda i: _lesson_scope(reader, i))) else None)
                     for r in records]
+
+
+def _skill_answer(skills: Skills, access: Access, query: str, args: dict[str, Any]) -> Any:
+    """A ``skill_*`` query: deltas and facts of the projects ``access`` may read.
+
+    A skill base has no project (any grant reads it, as a global lesson); a delta or a
+    fact is read under its scope. A resolution needs a read grant on its scope and is
+    not recorded here: the answer says whether the session's first is on record, and the
+    client records it as a command if not.
+    """
+    match query:
+        case "skill_deltas":
+            d = msgspec.convert(args, _Deltas)
+            return [r for r in skills.deltas(d.skill, d.root, d.status)
+                    if may_read(access, r.scope)]
+        case "skill_base":
+            b = msgspec.convert(args, _Base)
+            return skills.base(b.skill, b.root)
+        case "skill_find_delta":
+            text = msgspec.convert(args, _Find).text
+            return delta_from_prefix([r.delta_id for r in skills.deltas()
+                                      if may_read(access, r.scope)], text)
+        case "skill_learned":
+            n = msgspec.convert(args, _Learned)
+            require_read(access, n.scope)
+            return skills.learned(n.namespace, None, n.scope)
+        case "skill_facts":
+            f = msgspec.convert(args, _Facts)
+            return [listed for listed in skills.fact_list(f.namespace, inert=f.inert)
+                    if may_read(access, listed.fact.scope)]
+        case "skill_resolve":
+            r = msgspec.convert(args, _Resolve)
+            require_read(access, r.scope)
+            require_own_principal(access, r.principal)
+            recorded = skills.first_recorded(r.session, r.skill, r.root, r.scope)
+            result = skills.resolve(
+                r.skill, r.base_text, root=r.root, scope=r.scope, learning=r.learning,
+                session=r.session, budget=r.budget, available=r.available, actor=r.actor,
+                principal=access.principal, trial=r.trial, record=False)
+            return result, recorded
+        case "skill_diff":
+            g = msgspec.convert(args, _Diff)
+            require_read(access, g.scope)
+            for row in skills.deltas(g.skill, g.root):
+                if row.delta_id == g.delta_id:
+                    require_read(access, row.scope)
+            return skills.diff(g.skill, g.base_text, g.delta_id, root=g.root, scope=g.scope)
+    msg = f"no skill query {query!r}"
+    raise InvalidCommandError(msg, "$.query")
 
 
 def _lesson_scope(reader: Reader, lesson_id: UUID) -> str | None:

@@ -6,6 +6,13 @@ authority and one writer (:class:`~lessonledger.sync.hub.Hub`). The replica's
 :class:`ZmqExchange` keeps at most ``credit`` fetches in flight (credit-based flow
 control, the ZeroMQ guide's fileio3), so memory stays bounded on both sides, and gives up
 with :class:`~lessonledger.sync.errors.UnreachableError` when the hub stays silent.
+
+A hub that refuses the key at the CURVE handshake sends nothing back, and libzmq drops
+the pipe with the request in it and does not reconnect: the request would only time
+out. The exchange watches its socket's handshakes (a monitor socket), and
+:meth:`ZmqExchange.call` resends the same frame (the same idempotency keys) on a fresh
+socket, up to :data:`HANDSHAKE_TRIES` times with a growing pause: a key granted moments
+ago by another process gets in once the hub has seen the grant.
 """
 
 from __future__ import annotations
@@ -21,11 +28,16 @@ from lessonledger.sync import wire
 from lessonledger.sync.errors import ProtocolError, UnreachableError
 from lessonledger.sync.exchange import DEFAULT_CREDIT
 from lessonledger.sync.protocol import MAX_FRAME_BYTES, SyncFrame, SyncReplyFrame
+from zmq.utils.monitor import recv_monitor_message
 
-__all__ = ["DEFAULT_TIMEOUT", "ZmqExchange"]
+__all__ = ["DEFAULT_TIMEOUT", "HANDSHAKE_TRIES", "ZmqExchange"]
 
 #: Seconds a replica waits for any reply before it calls the hub unreachable.
 DEFAULT_TIMEOUT = 30.0
+#: Handshakes one call tries before it reports the key refused; the pauses between
+#: them (0.1 s, doubling) add up to 1.5 s, past the hub's own grant refresh.
+HANDSHAKE_TRIES = 5
+_FIRST_PAUSE = 0.1
 
 
 class ZmqExchange:
@@ -44,24 +56,56 @@ class ZmqExchange:
         self.url = url
         self.timeout_ms = int(timeout * 1000)
         self._context = context or zmq.Context.instance()
-        self.socket = self._context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
-        if curve is not None:
-            (self.socket.curve_publickey, self.socket.curve_secretkey,
-             self.socket.curve_serverkey) = curve
-        self.socket.connect(url)
+        self._curve = curve
         self.received = self.sent = 0
         self._ids = itertools.count(1)
+        self.socket, self._monitor = self._open()
+
+    def _open(self) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes]]:
+        """A connected DEALER, and the monitor that reports its refused handshakes."""
+        socket = self._context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        if self._curve is not None:
+            (socket.curve_publickey, socket.curve_secretkey,
+             socket.curve_serverkey) = self._curve
+        monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        socket.connect(self.url)
+        return socket, monitor
+
+    def _reopen(self) -> None:
+        self._close_sockets()
+        self.socket, self._monitor = self._open()
+
+    def _close_sockets(self) -> None:
+        self.socket.disable_monitor()
+        self._monitor.close(0)
+        self.socket.close()
 
     def _send(self, frame: bytes) -> None:
         data = wire.encode_frame(SyncFrame(frame), next(self._ids))
-        self.socket.send(data)
+        try:
+            # A DEALER whose only pipe a refused handshake took blocks on send for good.
+            self.socket.send(data, zmq.NOBLOCK)
+        except zmq.Again as e:
+            raise _HandshakeRefused from e
         self.sent += len(data)
 
     def _recv(self) -> bytes:
-        """The next sync reply; a hub refusal of the frame itself is raised as its error."""
-        if not self.socket.poll(self.timeout_ms, zmq.POLLIN):
+        """The next sync reply; a hub refusal of the frame itself is raised as its error.
+
+        Raises:
+            _HandshakeRefused: the hub refused the key: nothing sent on this socket
+                arrives.
+        """
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        ready = dict(poller.poll(self.timeout_ms))
+        if self.socket not in ready:
+            if self._monitor in ready:
+                recv_monitor_message(self._monitor)
+                raise _HandshakeRefused
             msg = (f"the hub at {self.url} did not answer within "
                    f"{self.timeout_ms / 1000:g} s; check it is serving (`lessonledger "
                    "serve`), then retry")
@@ -84,13 +128,32 @@ class ZmqExchange:
         raise ProtocolError(msg)
 
     def call(self, frame: bytes) -> bytes:
-        """Send one request and return its reply (a busy hub is asked again)."""
+        """Send one request and return its reply.
+
+        A busy hub is asked again after the pause it names. A refused handshake took the
+        request with it: it is sent again, the same bytes, on a fresh socket.
+
+        Raises:
+            UnreachableError: no reply in time, or the key was refused
+                :data:`HANDSHAKE_TRIES` times.
+        """
+        pause, refusals = _FIRST_PAUSE, 0
         while True:
-            self._send(frame)
             try:
+                self._send(frame)
                 return self._recv()
             except _Busy as busy:
                 time.sleep(busy.retry_after_ms / 1000)
+            except _HandshakeRefused as refused:
+                refusals += 1
+                if refusals >= HANDSHAKE_TRIES:
+                    msg = (f"the hub at {self.url} refused this key at the handshake "
+                           f"({refusals} tries): it has no grant there; ask the hub's admin "
+                           "for `lessonledger access grant`, then retry")
+                    raise UnreachableError(msg) from refused
+                time.sleep(pause)
+                pause *= 2
+                self._reopen()
 
     def pipeline(self, first: list[bytes], on_reply: Callable[[bytes], list[bytes]],
                  credit: int = DEFAULT_CREDIT) -> None:
@@ -98,21 +161,22 @@ class ZmqExchange:
         queue = deque(first)
         flying = 0
         while queue or flying:
-            while queue and flying < credit:
-                self._send(queue.popleft())
-                flying += 1
             try:
+                while queue and flying < credit:
+                    self._send(queue.popleft())
+                    flying += 1
                 reply = self._recv()
-            except _Busy as busy:
-                msg = (f"the hub at {self.url} is busy (or stopping) mid-transfer; run "
-                       "the same command again: it continues from what arrived")
-                raise UnreachableError(msg) from busy
+            except (_Busy, _HandshakeRefused) as lost:
+                msg = (f"the hub at {self.url} is busy, stopping or refusing this key "
+                       "mid-transfer; run the same command again: it continues from "
+                       "what arrived")
+                raise UnreachableError(msg) from lost
             flying -= 1
             queue.extend(on_reply(reply))
 
     def close(self) -> None:
         """Close the socket (nothing is waiting to be sent: every request was answered)."""
-        self.socket.close()
+        self._close_sockets()
 
     def __enter__(self) -> ZmqExchange:
         return self
@@ -127,3 +191,7 @@ class _Busy(Exception):
     def __init__(self, retry_after_ms: int) -> None:
         super().__init__(f"busy, retry after {retry_after_ms} ms")
         self.retry_after_ms = retry_after_ms
+
+
+class _HandshakeRefused(Exception):
+    """The hub refused this key at the handshake: what was sent on the socket is lost."""

@@ -18,7 +18,7 @@ StaleVersionError`` works across the wire as it does in-process.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar, get_args
 from uuid import UUID
 
 import msgspec
@@ -38,6 +38,7 @@ __all__ = [
     "EraseRequest",
     "Frame",
     "Queried",
+    "QueryKind",
     "QueryRequest",
     "Receipted",
     "Receipts",
@@ -113,18 +114,19 @@ class SubmitRequest(Struct, frozen=True, forbid_unknown_fields=True):
     submission: bytes
 
 
-#: The queries a client may ask, each a read-side method of the same name.
-QUERIES: Final = frozenset({
-    "recall", "check", "lessons", "why", "history", "log", "lesson", "catalogue",
-    "find_lesson", "outcome_stats", "head", "position_at",
-})
+#: The queries a client may ask, each a read-side method of the same name (``skill_*``:
+#: the method of the ledger's ``skills`` without the prefix).
+QueryKind = Literal["recall", "check", "lessons", "why", "history", "log", "lesson",
+                    "catalogue", "find_lesson", "outcome_stats", "head", "position_at",
+                    "skill_deltas", "skill_base", "skill_find_delta", "skill_learned",
+                    "skill_facts", "skill_resolve", "skill_diff"]
+QUERIES: Final = frozenset(get_args(QueryKind))
 
 
 class QueryRequest(Struct, frozen=True, forbid_unknown_fields=True):
     """A read-side query: the method's name and its arguments by keyword."""
 
-    query: Literal["recall", "check", "lessons", "why", "history", "log", "lesson",
-                   "catalogue", "find_lesson", "outcome_stats", "head", "position_at"]
+    query: QueryKind
     args: dict[str, Any] = {}
 
 

@@ -9,9 +9,10 @@ benchmark paths loaded.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from lessonledger.ops.charts import chart_file
 from lessonledger.ops.progress import bar
@@ -49,29 +50,32 @@ def _report(args: argparse.Namespace, result: dict[str, Any]) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import append as bench_append
+class _Option(NamedTuple):
+    """A count option of a bench: ``--log-events`` is ``run(log_events=...)``."""
 
+    flag: str
+    minimum: int
+    default: int
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+class _Bench(NamedTuple):
+    """A bench whose module's ``run(**options, progress=say)`` returns a flat result."""
+
+    help: str
+    options: tuple[_Option, ...]
+
+
+def _cmd_table_bench(args: argparse.Namespace) -> int:
+    """Run ``lessonledger.ops.bench.<bench>.run`` with the bench's options."""
+    module = importlib.import_module(f"lessonledger.ops.bench.{args.bench}")
+    options = {o.dest: getattr(args, o.dest) for o in _TABLE[args.bench].options}
     with _steps(args) as say:
-        result = bench_append.run(events=args.events, replay_events=args.replay_events,
-                                  progress=say)
-    return _report(args, result)
-
-
-def _cmd_bench_scale(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import scale as bench_scale
-
-    with _steps(args) as say:
-        result = bench_scale.run(events=args.events, steady=args.steady, progress=say)
-    return _report(args, result)
-
-
-def _cmd_bench_lifecycle(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import lifecycle as bench_lifecycle
-
-    with _steps(args) as say:
-        result = bench_lifecycle.run(commands=args.commands, log_events=args.log_events,
-                                     progress=say)
+        result = module.run(**options, progress=say)
     return _report(args, result)
 
 
@@ -91,33 +95,6 @@ def _cmd_bench_recall(args: argparse.Namespace) -> int:
         for size, figures in result["sizes"].items():
             print(size, " ".join(f"{k}={v}" for k, v in figures.items()))
     return 0
-
-
-def _cmd_bench_deltas(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import deltas as bench_deltas
-
-    with _steps(args) as say:
-        result = bench_deltas.run(sessions=args.sessions,
-                                  latency_sessions=args.latency_sessions, progress=say)
-    return _report(args, result)
-
-
-def _cmd_bench_sync(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import sync as bench_sync
-
-    with _steps(args) as say:
-        result = bench_sync.run(events=args.events, pull_events=args.pull_events,
-                                progress=say)
-    return _report(args, result)
-
-
-def _cmd_bench_hub(args: argparse.Namespace) -> int:
-    from lessonledger.ops.bench import hub as bench_hub
-
-    with _steps(args) as say:
-        result = bench_hub.run(commands=args.commands, events=args.events,
-                               local1_commands=args.local1_commands, progress=say)
-    return _report(args, result)
 
 
 def _fraction(text: str) -> float:
@@ -232,23 +209,63 @@ def _trapworld_parser(which: Any) -> None:
     world.set_defaults(run=_cmd_bench_trapworld)
 
 
-def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    """Add demo and the benches to the CLI's sub-parsers."""
-    sub.add_parser("demo", help=(
-        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off); "
-        "in a home of its own (~/.lessonledger-demo) unless one is named"
-    )).set_defaults(run=_cmd_demo, demo=True)
-    bench = sub.add_parser("bench", help="measure against baselines in the same run")
-    which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
-                                 parser_class=parser_class)
-    append = which.add_parser("append", help=(
-        "durable appends and replay vs raw LMDB, eventsourcing SQLite and POPO"))
-    append.add_argument("--events", type=count_option(100), default=20_000,
-                        help="events per append run (default 20,000)")
-    append.add_argument("--replay-events", type=count_option(100), default=100_000,
-                        help="events to replay (default 100,000)")
-    append.add_argument("--json", action="store_true", help="print one JSON object")
-    append.set_defaults(run=_cmd_bench)
+#: The benches with count options only, in the order ``bench --help`` lists them (recall
+#: and trapworld print their own way: parsers of their own, see :func:`register`).
+_TABLE: dict[str, _Bench] = {
+    "append": _Bench("durable appends and replay vs raw LMDB, eventsourcing SQLite and POPO", (
+        _Option("--events", 100, 20_000, "events per append run (default 20,000)"),
+        _Option("--replay-events", 100, 100_000, "events to replay (default 100,000)"))),
+    "lifecycle": _Bench(
+        "agent commands through the Python API on a durable home, and the lesson view "
+        "rebuilt from a long log vs replaying it", (
+            _Option("--commands", 100, 5_000, "queries, outcomes, proposals and "
+                    "reconciles per run (default 5,000)"),
+            _Option("--log-events", 1_000, 100_000, "events in the log the view is "
+                    "rebuilt from (default 100,000)"))),
+    "scale": _Bench(
+        "a home of agents' outcomes and lessons built to --events, then an agent on it: "
+        "open and first recall, peak RSS, bytes written per event in steady state against "
+        "the events' stored size, data.mdb over its live data", (
+            _Option("--events", 1_000, 2_000_000, "events the home holds before the agent "
+                    "opens it (default 2,000,000; 50,000 for a quick run)"),
+            _Option("--steady", 10, 14_000, "durable calls the agent makes in steady state "
+                    "(default 14,000: about 20,000 events)"))),
+    "deltas": _Bench(
+        "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
+        "the delta view's fold vs raw replay", (
+            _Option("--sessions", 1, 2_000, "agent sessions of traffic in the log "
+                    "(default 2,000)"),
+            _Option("--latency-sessions", 1, 100, "sessions whose resolutions are timed "
+                    "(default 100)"))),
+    "sync": _Bench(
+        "clone over ZeroMQ vs a raw chunked transfer of the same bytes, bytes moved by a "
+        "pull, and how long an erasure takes to reach two replicas", (
+            _Option("--events", 1_000, 100_000, "events in the hub that is cloned "
+                    "(default 100,000)"),
+            _Option("--pull-events", 10, 1_000, "new events the measured pull moves "
+                    "(default 1,000)"))),
+    "hub": _Bench(
+        "16 publisher processes through a hub vs one in-process ledger, and 16 event "
+        "writers through the hub vs 16 into eventsourcing's SQLite", (
+            _Option("--commands", 10, 250, "observe_outcome commands per publisher "
+                    "(default 250)"),
+            _Option("--events", 10, 500, "single events per writer process (default 500)"),
+            _Option("--local1-commands", 10, 1000, "commands the durable one-at-a-time "
+                    "baseline runs (default 1,000)"))),
+}
+
+
+def _table_parser(which: Any, name: str) -> None:
+    bench = _TABLE[name]
+    parser = which.add_parser(name, help=bench.help)
+    for option in bench.options:
+        parser.add_argument(option.flag, type=count_option(option.minimum),
+                            default=option.default, help=option.help)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=_cmd_table_bench)
+
+
+def _recall_parser(which: Any) -> None:
     recall = which.add_parser("recall", help=(
         "plan-time recall latency, and the vector index vs exact numpy search"))
     recall.add_argument("--sizes", type=count_option(100), nargs="+", default=[10_000, 100_000],
@@ -258,56 +275,19 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                         help="queries per size (default 2,000: enough for a p99)")
     recall.add_argument("--json", action="store_true", help="print one JSON object")
     recall.set_defaults(run=_cmd_bench_recall)
-    lifecycle = which.add_parser("lifecycle", help=(
-        "agent commands through the Python API on a durable home, and the lesson view "
-        "rebuilt from a long log vs replaying it"))
-    lifecycle.add_argument("--commands", type=count_option(100), default=5_000,
-                           help="queries, outcomes, proposals and reconciles per run "
-                                "(default 5,000)")
-    lifecycle.add_argument("--log-events", type=count_option(1_000), default=100_000,
-                           help="events in the log the view is rebuilt from "
-                                "(default 100,000)")
-    lifecycle.add_argument("--json", action="store_true", help="print one JSON object")
-    lifecycle.set_defaults(run=_cmd_bench_lifecycle)
-    scale = which.add_parser("scale", help=(
-        "a home of agents' outcomes and lessons built to --events, then an agent on it: "
-        "open and first recall, peak RSS, bytes written per event in steady state against "
-        "the events' stored size, data.mdb over its live data"))
-    scale.add_argument("--events", type=count_option(1_000), default=2_000_000,
-                       help="events the home holds before the agent opens it "
-                            "(default 2,000,000; 50,000 for a quick run)")
-    scale.add_argument("--steady", type=count_option(10), default=14_000,
-                       help="durable calls the agent makes in steady state (default "
-                            "14,000: about 20,000 events)")
-    scale.add_argument("--json", action="store_true", help="print one JSON object")
-    scale.set_defaults(run=_cmd_bench_scale)
-    deltas = which.add_parser("deltas", help=(
-        "200 skill deltas on 10 skills: the budget, resolve latency cold and cached, and "
-        "the delta view's fold vs raw replay"))
-    deltas.add_argument("--sessions", type=count_option(1), default=2_000,
-                        help="agent sessions of traffic in the log (default 2,000)")
-    deltas.add_argument("--latency-sessions", type=count_option(1), default=100,
-                        help="sessions whose resolutions are timed (default 100)")
-    deltas.add_argument("--json", action="store_true", help="print one JSON object")
-    deltas.set_defaults(run=_cmd_bench_deltas)
-    syncing = which.add_parser("sync", help=(
-        "clone over ZeroMQ vs a raw chunked transfer of the same bytes, bytes moved by a "
-        "pull, and how long an erasure takes to reach two replicas"))
-    syncing.add_argument("--events", type=count_option(1_000), default=100_000,
-                         help="events in the hub that is cloned (default 100,000)")
-    syncing.add_argument("--pull-events", type=count_option(10), default=1_000,
-                         help="new events the measured pull moves (default 1,000)")
-    syncing.add_argument("--json", action="store_true", help="print one JSON object")
-    syncing.set_defaults(run=_cmd_bench_sync)
-    hub = which.add_parser("hub", help=(
-        "16 publisher processes through a hub vs one in-process ledger, and 16 event "
-        "writers through the hub vs 16 into eventsourcing's SQLite"))
-    hub.add_argument("--commands", type=count_option(10), default=250,
-                     help="observe_outcome commands per publisher (default 250)")
-    hub.add_argument("--events", type=count_option(10), default=500,
-                     help="single events per writer process (default 500)")
-    hub.add_argument("--local1-commands", type=count_option(10), default=1000,
-                     help="commands the durable one-at-a-time baseline runs (default 1,000)")
-    hub.add_argument("--json", action="store_true", help="print one JSON object")
-    hub.set_defaults(run=_cmd_bench_hub)
+
+
+def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add demo and the benches to the CLI's sub-parsers."""
+    sub.add_parser("demo", help=(
+        "a scripted agent learns, stops repeating a mistake, unlearns (memory on vs off); "
+        "in a home of its own (~/.lessonledger-demo) unless one is named"
+    )).set_defaults(run=_cmd_demo, demo=True)
+    bench = sub.add_parser("bench", help="measure against baselines in the same run")
+    which = bench.add_subparsers(dest="bench", required=True, metavar="BENCH",
+                                 parser_class=parser_class)
+    _table_parser(which, "append")
+    _recall_parser(which)
+    for name in ("lifecycle", "scale", "deltas", "sync", "hub"):
+        _table_parser(which, name)
     _trapworld_parser(which)

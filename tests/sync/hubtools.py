@@ -1,4 +1,9 @@
-"""A hub in a real process on 127.0.0.1, and the publisher plans the hub tests share."""
+"""A hub in a real process on 127.0.0.1, and the publisher plans the hub tests share.
+
+:func:`curve_hub` is the hub with CURVE keys the access and attack tests start: key pairs
+made, grants written on the home before it serves (as an operator would with
+``lessonledger access grant``), and the process killed at the end.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from lessonledger.commands import Operation
+from lessonledger.commands import Ledger, Operation
+from lessonledger.commands.access import GrantAccess
 from lessonledger.commands.messages import ObserveOutcome, command_from
 from lessonledger.sync import RemoteLedger
 from lessonledger.sync.client import HubUnavailableError
+from lessonledger.sync.keys import load_public, new_keys
 
 PROJECTS = ("a" * 32, "b" * 32)
 #: target → (the form that fails, the form that works, the failure's signature)
@@ -106,10 +114,71 @@ class HubProcess:
 
 
 @contextmanager
-def hub(home: Path, log: Path, *extra: str) -> Iterator[HubProcess]:
+def hub(home: Path, log: Path, *extra: str, drain: bool = False) -> Iterator[HubProcess]:
+    """A hub serving ``home`` for the block; killed at the end.
+
+    With ``drain``, a block that ends well ends with SIGTERM instead, and the hub must
+    drain and exit 0 (a failing block still kills it, and its own error is reported).
+    """
     process = HubProcess(home, log, *extra)
     process.start()
     try:
         yield process
+        if drain and process.proc is not None and process.proc.poll() is None:
+            assert process.terminate(timeout=60) == 0, log.read_text()
     finally:
         process.kill()
+
+
+class Keys:
+    """Key pairs in one directory, as ``lessonledger keys new`` writes them."""
+
+    def __init__(self, directory: Path, names: tuple[str, ...] = ()) -> None:
+        self.dir = directory
+        for name in ("hub", *names):
+            if not self.public(name).exists():
+                new_keys(directory, name)
+
+    def secret(self, name: str) -> Path:
+        return self.dir / f"{name}.key_secret"
+
+    def public(self, name: str) -> Path:
+        return self.dir / f"{name}.key"
+
+    def client(self, server: HubProcess, name: str, **options: Any) -> RemoteLedger:
+        return RemoteLedger(server.endpoint, key=self.secret(name),
+                            server_key=self.public("hub"), **options)
+
+    def grant(self, ledger: Ledger, name: str, principal: str, **fields: Any) -> None:
+        """Grant ``name``'s key to ``principal`` (``read=``, ``write=``, ``admin=``)."""
+        ledger.execute(GrantAccess(key=f"grant-{name}", key_name=name,
+                                   public_key=load_public(self.public(name)).decode(),
+                                   principal=principal, **fields))
+
+
+@contextmanager
+def curve_hub(base: Path, grants: Mapping[str, tuple[str, dict[str, Any]]], *,
+              admin: str, keys: tuple[str, ...] = (),
+              prepare: Callable[[Ledger], object] | None = None
+              ) -> Iterator[tuple[HubProcess, Keys]]:
+    """A hub serving ``base / "home"`` with CURVE, its grants written before it starts.
+
+    Args:
+        base: a directory of its own (``keys``, ``home`` and ``hub.log`` go in it).
+        grants: key name -> (principal, the grant's fields).
+        admin: the granted key that probes the hub until it answers.
+        keys: more key pairs to make, granted nothing (strangers, later grants).
+        prepare: writes on the home before the grants (a workload).
+    """
+    made = Keys(base / "keys", (*grants, *keys))
+    with Ledger(base / "home") as ledger:
+        if prepare is not None:
+            prepare(ledger)
+        for name, (principal, fields) in grants.items():
+            made.grant(ledger, name, principal, **fields)
+    server = HubProcess(base / "home", base / "hub.log", "--key", str(made.secret("hub")))
+    try:
+        server.start(client=made.client(server, admin, timeout=1.0, deadline=60.0))
+        yield server, made
+    finally:
+        server.kill()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +40,17 @@ def _pair(tmp_path: Path, name: str) -> tuple[bytes, bytes]:
 
 
 class _Hub:
+    """A CURVE ROUTER whose allow-list is the ledger's (or ``allowed``, given one)."""
+
     def __init__(self, context: zmq.Context[zmq.Socket[bytes]], ledger: Ledger,
-                 tmp_path: Path) -> None:
+                 tmp_path: Path, allowed: Callable[[bytes], bool] | None = None,
+                 refresh: Callable[[], None] | None = None) -> None:
         self.public, secret = _pair(tmp_path, "hub")
         self.refused: list[bytes] = []
         self.clients: list[zmq.Socket[bytes]] = []
         self.auth = start_authenticator(
-            context, lambda key: key.decode() in ledger.allowed_keys(), self.refused.append)
+            context, allowed or (lambda key: key.decode() in ledger.allowed_keys()),
+            self.refused.append, refresh)
         self.socket = context.socket(zmq.ROUTER)
         self.socket.linger = 0
         self.socket.curve_secretkey = secret
@@ -204,3 +208,26 @@ def test_a_failing_check_refuses_and_says_why(
         server.close(linger=0)
         auth.stop()
     assert not auth.running
+
+
+def test_an_unknown_key_is_let_in_when_a_refresh_knows_it(
+        ledger: Ledger, context: zmq.Context[zmq.Socket[bytes]], tmp_path: Path) -> None:
+    """The allow-list is stale (as a hub's is between its refreshes): refresh, then ask."""
+    known: set[str] = set()
+    refreshes: list[int] = []
+
+    def refresh() -> None:
+        refreshes.append(1)
+        known.update(ledger.allowed_keys())
+
+    hub = _Hub(context, ledger, tmp_path, lambda key: key.decode() in known, refresh)
+    bo = _pair(tmp_path, "bo")
+    _grant(ledger, "bo", bo[0])
+    try:
+        client = _client(context, hub, bo)
+        client.send(b"granted a moment ago")
+        assert hub.receive() == (b"granted a moment ago", bo[0].decode())
+        assert refreshes == [1]
+        assert hub.refused == []
+    finally:
+        hub.close()

@@ -8,17 +8,15 @@ admin key), as an operator would with ``lessonledger access grant``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hubtools import HubProcess
+from hubtools import HubProcess, Keys, curve_hub
 from lessonledger.commands import Ledger, Operation
 from lessonledger.commands.access import GrantAccess, RevokeAccess
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
-from lessonledger.sync import RemoteLedger
 from lessonledger.sync.client import HubUnavailableError
-from lessonledger.sync.keys import load_public, new_keys
+from lessonledger.sync.keys import load_public
 
 P, Q = "a" * 32, "b" * 32
 
@@ -28,44 +26,24 @@ def pair(target: str = "tests") -> list[Operation]:
             Operation(op="pytest:root", target=target, ok=True, order=1)]
 
 
-class Keys:
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        for name in ("hub", "alice", "bob", "ops", "mallory", "gone", "late"):
-            new_keys(directory, name)
-
-    def secret(self, name: str) -> Path:
-        return self.dir / f"{name}.key_secret"
-
-    def public(self, name: str) -> Path:
-        return self.dir / f"{name}.key"
-
-    def client(self, server: HubProcess, name: str, **options: Any) -> RemoteLedger:
-        return RemoteLedger(server.endpoint, key=self.secret(name),
-                            server_key=self.public("hub"), **options)
-
-
 def grant(ledger: Ledger, keys: Keys, name: str, principal: str, **fields: Any) -> None:
-    ledger.execute(GrantAccess(key=f"grant-{name}", key_name=name,
-                               public_key=load_public(keys.public(name)).decode(),
-                               principal=principal, **fields))
+    keys.grant(ledger, name, principal, **fields)
+
+
+#: The grants the access and attack tests start their hub with.
+GRANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "alice": ("alice", {"read": [P], "write": [P]}),
+    "bob": ("bob", {"read": [Q], "write": [Q]}),
+    "ops": ("operator", {"admin": True}),
+}
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
-    base = tmp_path_factory.mktemp("curve")
-    keys = Keys(base / "keys")
-    with Ledger(base / "home") as ledger:
-        grant(ledger, keys, "alice", "alice", read=[P], write=[P])
-        grant(ledger, keys, "bob", "bob", read=[Q], write=[Q])
-        grant(ledger, keys, "ops", "operator", admin=True)
-        grant(ledger, keys, "gone", "gone", read=[P], write=[P])
-    server = HubProcess(base / "home", base / "hub.log", "--key", str(keys.secret("hub")))
-    try:
-        server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
-        yield server, keys
-    finally:
-        server.kill()
+    grants = {**GRANTS, "gone": ("gone", {"read": [P], "write": [P]})}
+    with curve_hub(tmp_path_factory.mktemp("curve"), grants, admin="ops",
+                   keys=("mallory", "late")) as started:
+        yield started
 
 
 def test_the_principal_is_the_keys(setup: tuple[HubProcess, Keys]) -> None:

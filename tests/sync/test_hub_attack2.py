@@ -10,29 +10,19 @@ from uuid import uuid4
 
 import msgspec
 import pytest
-from hubtools import HubProcess
-from lessonledger.commands import Ledger
+from hubtools import HubProcess, Keys, curve_hub
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.ledger.events import decode_event
-from test_hub_access import Keys, P, Q, grant, pair
+from test_hub_access import GRANTS, P, Q, pair
 
 SECRET_WORDS = "retired because the quarterly acquisition of ZetaCorp"
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
-    base = tmp_path_factory.mktemp("attack2")
-    keys = Keys(base / "keys")
-    with Ledger(base / "home") as ledger:
-        grant(ledger, keys, "alice", "alice", read=[P], write=[P])
-        grant(ledger, keys, "bob", "bob", read=[Q], write=[Q])
-        grant(ledger, keys, "ops", "operator", admin=True)
-    server = HubProcess(base / "home", base / "hub.log", "--key", str(keys.secret("hub")))
-    try:
-        server.start(client=keys.client(server, "ops", timeout=1.0, deadline=60.0))
-        yield server, keys
-    finally:
-        server.kill()
+    with curve_hub(tmp_path_factory.mktemp("attack2"), GRANTS, admin="ops",
+                   keys=("mallory", "gone", "late")) as started:
+        yield started
 
 
 def test_a_retirement_note_of_a_project_is_not_read_through_the_log(

@@ -11,11 +11,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hubtools import HubProcess, outcome
+from hubtools import hub, outcome
 from lessonledger.commands import open_ledger
 from lessonledger.commands.handlers import command_id
 from lessonledger.ledger.ids import derived_id
-from test_hub_publishers import acknowledged, check_log, start_publishers
+from test_hub_publishers import acknowledged, check_log, finish, publishers
 
 PUBLISHERS = 16
 EACH = 60
@@ -24,11 +24,9 @@ EACH = 60
 def test_a_killed_hub_loses_nothing_acknowledged_and_invents_nothing(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    server = HubProcess(tmp_path / "hub", tmp_path / "hub.log")
-    server.start()
-    procs = start_publishers(server.endpoint, work, EACH, 1.0)
     kills = 0
-    try:
+    with hub(tmp_path / "hub", tmp_path / "hub.log") as server, \
+            publishers(server.endpoint, work, EACH, 1.0) as procs:
         time.sleep(0.5)
         (work / "go").touch()
         for threshold in (100, 400):
@@ -41,15 +39,7 @@ def test_a_killed_hub_loses_nothing_acknowledged_and_invents_nothing(tmp_path: P
             kills += 1
             time.sleep(0.3)
             server.start()
-        for proc in procs:
-            _, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0, err.decode()
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        server.kill()
+        finish(procs, 300)
     assert kills == 2
     acks: dict[str, list[int]] = {}
     for path in work.glob("*.acks"):

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 import anyio
-from hubtools import HubProcess, lessonledger
+import hubtools
+from hubtools import lessonledger
 from lessonledger.sync import RemoteLedger
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -29,10 +30,9 @@ def _text(result: object) -> str:
 
 
 def test_mcp_to_a_hub_observes_and_recalls_through_the_hub(tmp_path: Path) -> None:
-    hub = HubProcess(tmp_path / "hub", tmp_path / "serve.log", "--principal", "ops-agent")
-    hub.start()
     unused = tmp_path / "never-opened"
-    try:
+    with hubtools.hub(tmp_path / "hub", tmp_path / "serve.log", "--principal", "ops-agent",
+                      drain=True) as hub:
         with RemoteLedger(hub.endpoint) as client:
             before = client.head()
 
@@ -69,5 +69,3 @@ def test_mcp_to_a_hub_observes_and_recalls_through_the_hub(tmp_path: Path) -> No
         assert written
         assert {r.envelope.principal for r in written} == {"ops-agent"}
         assert not unused.exists(), "mcp --to opened no home"
-    finally:
-        assert hub.terminate(timeout=60) == 0, hub.log.read_text()

@@ -18,9 +18,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import hubtools
 import msgspec
 import pytest
-from hubtools import PROJECTS, HubProcess, free_ports, lessonledger, outcome
+from hubtools import PROJECTS, free_ports, lessonledger, outcome
 from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
@@ -73,9 +74,8 @@ def test_a_hub_scraped_under_load_counts_what_its_log_and_clients_did(tmp_path: 
     home = tmp_path / "hub"
     (port,) = free_ports(1)
     url = f"http://127.0.0.1:{port}/metrics"
-    hub = HubProcess(home, tmp_path / "serve.log", "--metrics", f"127.0.0.1:{port}")
-    hub.start()
-    try:
+    with hubtools.hub(home, tmp_path / "serve.log", "--metrics", f"127.0.0.1:{port}",
+                      drain=True) as hub:
         errors: list[BaseException] = []
         threads = [threading.Thread(target=_client, args=(hub.endpoint, a, errors))
                    for a in range(CLIENTS)]
@@ -131,5 +131,3 @@ def test_a_hub_scraped_under_load_counts_what_its_log_and_clients_did(tmp_path: 
         assert sum(by_label(samples, "lessonledger_erasures_total", "what").values()) == 1
         requests = by_label(samples, "lessonledger_commands_total", "kind")
         assert requests["sync"] >= 3  # hello, fetches, the acknowledgement
-    finally:
-        assert hub.terminate(timeout=60) == 0, hub.log.read_text()

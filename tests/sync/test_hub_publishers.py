@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -49,13 +51,29 @@ def acknowledged(path: Path) -> dict[str, list[int]]:
     return acks
 
 
-def start_publishers(endpoint: str, work: Path, each: int, timeout: float
-                     ) -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen([sys.executable, str(HERE / "hub_publisher.py"), endpoint,
-                              str(agent), str(each), str(work / f"{agent}.acks"),
-                              str(work / "go"), str(timeout)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for agent in range(PUBLISHERS)]
+@contextmanager
+def publishers(endpoint: str, work: Path, each: int, timeout: float
+               ) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The publisher processes, waiting for ``work / "go"``; none outlives the block."""
+    procs = [subprocess.Popen([sys.executable, str(HERE / "hub_publisher.py"), endpoint,
+                               str(agent), str(each), str(work / f"{agent}.acks"),
+                               str(work / "go"), str(timeout)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for agent in range(PUBLISHERS)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def finish(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    """Wait for every publisher; each must exit 0."""
+    for proc in procs:
+        _, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err.decode()
 
 
 def check_log(ledger: Ledger, acks: dict[str, list[int]]) -> None:
@@ -77,18 +95,10 @@ def test_sixteen_publishers_lose_nothing_and_agree_with_a_serial_run(tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     with hub(tmp_path / "hub", tmp_path / "hub.log") as server:
-        procs = start_publishers(server.endpoint, work, EACH, 60.0)
-        try:
+        with publishers(server.endpoint, work, EACH, 60.0) as procs:
             time.sleep(0.5)
             (work / "go").touch()
-            for proc in procs:
-                _, err = proc.communicate(timeout=600)
-                assert proc.returncode == 0, err.decode()
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+            finish(procs, 600)
         assert server.terminate() == 0, "the hub did not drain and exit 0 on SIGTERM"
     log_lines = (tmp_path / "hub.log").read_text()
     assert "refused" not in log_lines, log_lines[-2000:]

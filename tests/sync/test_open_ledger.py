@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hubtools
 import lessonledger
-from hubtools import HubProcess
 from lessonledger.commands import Operation
 
 PROJECT = "f" * 32
@@ -34,12 +34,8 @@ def _agent(target: Any) -> list[str]:
 
 def test_the_same_agent_code_runs_on_a_home_and_on_a_hub(tmp_path: Path) -> None:
     local = _agent(tmp_path / "home")
-    hub = HubProcess(tmp_path / "hub", tmp_path / "serve.log")
-    hub.start()
-    try:
+    with hubtools.hub(tmp_path / "hub", tmp_path / "serve.log", drain=True) as hub:
         remote = _agent(hub.endpoint)
-    finally:
-        assert hub.terminate(timeout=60) == 0, hub.log.read_text()
     assert local
     assert remote == local
 
