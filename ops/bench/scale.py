@@ -137,6 +137,27 @@ def _live(path: str) -> int:
         env.close()
 
 
+def _pages(path: str) -> tuple[int, dict[str, int]]:
+    """The page size and the depth of each of the log's trees (a commit rewrites a path).
+
+    Every commit writes, for each tree it changes, the leaf it changes and each branch
+    page above it, then the main tree (which holds the trees' roots), the free-page tree
+    and a meta page: this is the floor of bytes written per commit.
+    """
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=128, subdir=True)
+    try:
+        depths: dict[str, int] = {}
+        with env.begin() as txn:
+            for tree in ("log", "streams", "ids"):
+                db = env.open_db(f"{LOG_NAME}.{tree}".encode(), txn=txn, create=False)
+                depths[tree] = int(txn.stat(db)["depth"])
+            views = env.open_db(b"views", txn=txn, create=False)
+            depths["views"] = int(txn.stat(views)["depth"])
+        return int(env.stat()["psize"]), depths
+    finally:
+        env.close()
+
+
 def build(path: str, events: int) -> dict[str, Any]:
     """Run the story through one ledger until the log holds ``events``; the agent's figures.
 
@@ -203,12 +224,13 @@ def agent(path: str, skip: int, steady: int) -> dict[str, Any]:
             call(ledger, step)
         ledger.flush()
         written, after = _written() - written, ledger.head()
+        commands = sum(step.kind != "query" for step in ahead)
         batched = _batched(ledger, list(itertools.islice(steps, steady)))
     finally:
         ledger.close()
     return {"open_s": round(opened, 3), "open_and_first_recall_s": round(first, 3),
             "steady_first": before + 1, "steady_last": after,
-            "steady_written": written} | batched | _memory("agent")
+            "steady_written": written, "steady_commands": commands} | batched | _memory("agent")
 
 
 def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
@@ -229,11 +251,12 @@ def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
         if len(pending) == BATCH:
             ledger.execute_all(pending)
             pending = []
+    commits = -(-sum(step.kind != "query" for step in steps) // BATCH)
     if pending:
         ledger.execute_all(pending)
     ledger.flush()
     return {"batched_first": before + 1, "batched_last": ledger.head(),
-            "batched_written": _written() - written}
+            "batched_written": _written() - written, "batched_commits": commits}
 
 
 def _child(role: str, *args: str) -> dict[str, Any]:
@@ -268,7 +291,9 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
         b_stored = _stored(path, b_first, b_last) if b_events else 0
         b_written = measured.pop("batched_written")
         size = os.path.getsize(os.path.join(path, "data.mdb"))
-        live = _live(path)
+        live, page, depth = _live(path), *_pages(path)
+        commits = measured.pop("steady_commands")
+        b_commits = measured.pop("batched_commits")
         per_event = written / appended if appended else 0.0
         own = stored / appended if appended else 0.0
         return built | measured | {
@@ -284,6 +309,15 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
             "batched_commands_per_commit": BATCH,
             "batched_events": b_events,
             "batched_written_vs_stored": round(b_written / b_stored, 2) if b_stored else 0.0,
+            # What a commit costs LMDB, in pages: the floor of written bytes per commit.
+            "page_bytes": page, "log_tree_depths": depth,
+            "steady_commits": commits,
+            "steady_pages_per_commit": round(written / commits / page, 1) if commits else 0.0,
+            "steady_events_per_commit": round(appended / commits, 2) if commits else 0.0,
+            "batched_commits": b_commits,
+            "batched_pages_per_commit": round(b_written / b_commits / page, 1)
+            if b_commits else 0.0,
+            "batched_events_per_commit": round(b_events / b_commits, 1) if b_commits else 0.0,
             "data_mdb_bytes": size, "live_bytes": live,
             "data_mdb_vs_live": round(size / live, 2) if live else 0.0,
         }
