@@ -22,6 +22,7 @@ from lessonledger.ledger.events import (
     decode_event,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["AccessView", "Grant", "key_stream"]
 
@@ -75,33 +76,17 @@ class _State(msgspec.Struct, kw_only=True):
     revoked: dict[str, int] = {}
 
 
-_encoder = msgspec.msgpack.Encoder(order="deterministic")
-_decoder = msgspec.msgpack.Decoder(_State)
-
-
-class AccessView:
+class AccessView(StateView[_State]):
     """The view; a grant is looked up by public key or by key name."""
+
+    _codec = StateCodec(_State, deterministic=True)
 
     def __init__(self) -> None:
         self._s = _State()
         self._by_key: dict[str, Grant] = {}
 
-    @property
-    def position(self) -> int:
-        """The last log position folded in."""
-        return self._s.position
-
-    def dump(self) -> bytes:
-        """The whole state: views folded from the same log dump the same bytes."""
-        return _encoder.encode(self._s)
-
-    @classmethod
-    def load(cls, data: bytes) -> AccessView:
-        """A view from :meth:`dump`'s bytes."""
-        view = cls()
-        view._s = _decoder.decode(data)
-        view._index()
-        return view
+    def _loaded(self) -> None:
+        self._index()
 
     def grant_for(self, public_key: str) -> Grant | None:
         """The key's current grant, or None when it has none (never, revoked, erased)."""

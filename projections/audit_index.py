@@ -17,11 +17,17 @@ Positions are kept whether or not their body is still there (an envelope outlive
 body); a reader checks for the body. The bodies it reads are decoded only for the ids it
 keys by (a partial decode that skips every other field), and an erasure refolds it from
 position 0 like every view, so an erased body's ids leave it.
+
+It is saved as rows (:class:`~lessonledger.projections.runner.RowProjection`): a header
+(position, erasures, key holders) and, per principal, session, lesson and outcome, its
+positions in chunks of :data:`CHUNK`; a list only grows, so a save rewrites the last
+chunk of each list that grew and adds the ones after it, in the command's transaction.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Iterator
 from uuid import UUID
 
 import msgspec
@@ -37,7 +43,13 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.log import Record
 
-__all__ = ["AuditIndex", "ErasureEntry"]
+__all__ = ["CHUNK", "AuditIndex", "ErasureEntry"]
+
+#: Positions per saved chunk of a list (8 bytes each).
+CHUNK = 64
+_HEADER = b"h"
+_KINDS = {"principal": b"p", "session": b"s", "lesson": b"l", "outcome": b"o"}
+_NAMES = {v: k for k, v in _KINDS.items()}
 
 
 class _Ids(msgspec.Struct):
@@ -69,7 +81,14 @@ class _State(msgspec.Struct, kw_only=True):
     holders: dict[str, str] = {}
 
 
+class _Header(msgspec.Struct, array_like=True):
+    position: int
+    erasures: list[ErasureEntry]
+    holders: dict[str, str]
+
+
 _ids = msgspec.msgpack.Decoder(_Ids)
+_header = msgspec.msgpack.Decoder(_Header)
 _erased = msgspec.msgpack.Decoder(Erased)
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
@@ -86,6 +105,10 @@ class AuditIndex:
             "principal": {}, "session": {}, "lesson": {}, "outcome": {}}
         self._erasures: list[ErasureEntry] = []
         self._holders: dict[str, str] = {}
+        #: Every row is written afresh at the next save (nothing tracked until then).
+        self._full = True
+        #: How many positions each list held at the last save, for those that grew since.
+        self._grown: dict[tuple[str, str], int] = {}
 
     @property
     def position(self) -> int:
@@ -155,7 +178,60 @@ class AuditIndex:
         found = self._maps[kind].get(key)
         if found is None:
             found = self._maps[kind][key] = array("Q")
+        if not self._full and (kind, key) not in self._grown:
+            self._grown[kind, key] = len(found)
         found.append(position)
+
+    # -- saved as rows -------------------------------------------------------------------
+
+    def _head(self) -> bytes:
+        return _encoder.encode(_Header(self._position, self._erasures, self._holders))
+
+    def rows(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every row, the header first."""
+        yield _HEADER, self._head()
+        for kind, entries in self._maps.items():
+            for key, found in entries.items():
+                for chunk in range(-(-len(found) // CHUNK)):
+                    yield _key(kind, key, chunk), found[chunk * CHUNK:(chunk + 1) * CHUNK
+                                                         ].tobytes()
+
+    def changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        """The rows changed since the last :meth:`saved`; None: write every row."""
+        if self._full:
+            return None
+        out: list[tuple[bytes, bytes | None]] = [(_HEADER, self._head())]
+        for (kind, key), saved in self._grown.items():
+            found = self._maps[kind][key]
+            for chunk in range(saved // CHUNK, -(-len(found) // CHUNK)):
+                out.append((_key(kind, key, chunk),
+                            found[chunk * CHUNK:(chunk + 1) * CHUNK].tobytes()))
+        return out
+
+    def saved(self) -> None:
+        """What :meth:`changes` (or :meth:`rows`) gave is stored: track from here."""
+        self._full = False
+        self._grown.clear()
+
+    @classmethod
+    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> AuditIndex:
+        """A view from the rows :meth:`rows` and :meth:`changes` gave."""
+        view = cls()
+        for k, value in rows:
+            if k == _HEADER:
+                head = _header.decode(value)
+                view._position, view._erasures = head.position, head.erasures
+                view._holders = head.holders
+                continue
+            size = int.from_bytes(k[1:3], "big")
+            key = k[3:3 + size].decode()
+            entries = view._maps[_NAMES[k[:1]]]
+            found = entries.get(key)
+            if found is None:
+                found = entries[key] = array("Q")
+            found.frombytes(value)
+        view._full = False
+        return view
 
     def dump(self) -> bytes:
         """The whole state as bytes; views folded from the same log dump the same."""
@@ -177,3 +253,9 @@ class AuditIndex:
                 found.frombytes(raw)
                 view._maps[kind][key] = found
         return view
+
+
+def _key(kind: str, key: str, chunk: int) -> bytes:
+    """A chunk's row key: the kind, the key (length first, so none is another's prefix)."""
+    raw = key.encode()
+    return _KINDS[kind] + len(raw).to_bytes(2, "big") + raw + chunk.to_bytes(4, "big")

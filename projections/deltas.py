@@ -46,6 +46,7 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections.capabilities import permission_set
+from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
 
@@ -126,35 +127,19 @@ class _State(msgspec.Struct):
     first: dict[str, list[UUID]] = {}
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_State)
-
-
-class DeltaView:
+class DeltaView(StateView[_State]):
     """Folds skill and delta events; resolution and the commands read it."""
+
+    _codec = StateCodec(_State)
 
     def __init__(self) -> None:
         self._s = _State()
         # Delta ids by skill key (derived, not saved): resolution reads one skill's.
         self._by_skill: dict[str, list[UUID]] = {}
 
-    @property
-    def position(self) -> int:
-        """The last log position folded in."""
-        return self._s.position
-
-    def dump(self) -> bytes:
-        """The whole state: views folded from the same log dump the same bytes."""
-        return _encoder.encode(self._s)
-
-    @classmethod
-    def load(cls, data: bytes) -> DeltaView:
-        """A view from :meth:`dump`'s bytes."""
-        view = cls()
-        view._s = _decoder.decode(data)
-        for row in view._s.deltas.values():
-            view._by_skill.setdefault(skill_key(row.skill, row.root), []).append(row.delta_id)
-        return view
+    def _loaded(self) -> None:
+        for row in self._s.deltas.values():
+            self._by_skill.setdefault(skill_key(row.skill, row.root), []).append(row.delta_id)
 
     # -- queries ----------------------------------------------------------------------
 

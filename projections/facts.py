@@ -14,6 +14,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.events import EVENT_TYPES, ConsumerDeclared, FactLearned, decode_event
 from lessonledger.ledger.log import Record
+from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["FactRow", "FactView"]
 
@@ -41,31 +42,14 @@ class _State(msgspec.Struct):
     consumers: dict[str, list[str]] = {}
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_State)
-
-
-class FactView:
+class FactView(StateView[_State]):
     """Folds ``FactLearned`` and ``ConsumerDeclared``."""
+
+    _codec = StateCodec(_State)
 
     def __init__(self) -> None:
         self._s = _State()
 
-    @property
-    def position(self) -> int:
-        """The last log position folded in."""
-        return self._s.position
-
-    def dump(self) -> bytes:
-        """The whole state: views folded from the same log dump the same bytes."""
-        return _encoder.encode(self._s)
-
-    @classmethod
-    def load(cls, data: bytes) -> FactView:
-        """A view from :meth:`dump`'s bytes."""
-        view = cls()
-        view._s = _decoder.decode(data)
-        return view
 
     def facts(self, namespace: str | None = None) -> list[FactRow]:
         """Every fact (of one namespace), by namespace, key and scope."""

@@ -19,16 +19,19 @@ fold from position 0 makes it (the view's dump is the same bytes either way).
 ``l`` + n + ``u``    lesson n's usage clocks (last used, in play at epoch)
 ``l`` + n + ``m`` c  chunk c of lesson n's moves
 ``l`` + n + ``e`` c  chunk c of lesson n's evidence
-``o`` + n            outcome n
+``x`` + id           an irregular outcome (:mod:`.outcome_table`), by its id
 ``f`` + n            failure n and its key
 ``r`` + n            session n's name
 ``r`` + n + ``s`` c  chunk c of the lessons recalled in session n
 ===================  =========================================================
+
+Outcomes are not saved: the log holds them (:mod:`.outcome_table`) but for the irregular
+ones. Rows saved before that hold one per outcome (``o`` + n), read as irregular ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +49,7 @@ __all__ = [
     "CHUNK",
     "Header",
     "chunk_rows",
+    "irregular_key",
     "key",
     "state_from_rows",
     "state_rows",
@@ -57,6 +61,7 @@ CHUNK = 16
 
 HEADER = b"h"
 LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
+IRREGULAR = b"x"
 #: What part of a lesson (or a session) a row under it holds.
 USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
 #: Which item family each part is kept under.
@@ -92,6 +97,11 @@ def key(family: bytes, ordinal: int, chunk: int | None = None) -> bytes:
         return family + ordinal.to_bytes(8, "big")
     part = owner + ordinal.to_bytes(8, "big") + family
     return part if chunk is None else part + chunk.to_bytes(4, "big")
+
+
+def irregular_key(outcome_id: UUID) -> bytes:
+    """The key of an irregular outcome's row."""
+    return IRREGULAR + outcome_id.bytes
 
 
 def header(state: State) -> bytes:
@@ -142,8 +152,9 @@ def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
         yield key(family, ordinal, chunk), None
 
 
-def state_rows(state: State) -> Iterator[tuple[bytes, bytes]]:
-    """Every row of ``state`` (each list's chunks in order)."""
+def state_rows(state: State, irregular: Mapping[UUID, OutcomeRow],
+               ) -> Iterator[tuple[bytes, bytes]]:
+    """Every row of ``state`` and of its ``irregular`` outcomes (each list's chunks in order)."""
     yield HEADER, header(state)
     for n, row in enumerate(state.lessons.values()):
         yield key(LESSON, n), lesson(row)
@@ -155,8 +166,8 @@ def state_rows(state: State) -> Iterator[tuple[bytes, bytes]]:
         for k, v in chunk_rows(EVIDENCE, n, row.evidence, 0):
             assert v is not None
             yield k, v
-    for n, out in enumerate(state.outcomes.values()):
-        yield key(OUTCOME, n), outcome(out)
+    for outcome_id, out in irregular.items():
+        yield irregular_key(outcome_id), outcome(out)
     for n, (name, fail) in enumerate(state.failures.items()):
         yield key(FAILURE, n), failure(name, fail)
     for n, name in enumerate(state.recalled):
@@ -169,9 +180,15 @@ def state_rows(state: State) -> Iterator[tuple[bytes, bytes]]:
         yield key(USAGE, n), usage(row)
 
 
-def state_from_rows(rows: Iterable[tuple[bytes, bytes]]) -> State:
-    """The state :func:`state_rows` (and saves of what changed since) wrote."""
+def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
+                    ) -> tuple[State, list[OutcomeRow]]:
+    """The state :func:`state_rows` (and saves of what changed since) wrote; irregular outcomes.
+
+    Outcomes saved as ``o`` rows (before outcomes were read from the log) are in the
+    state's ``outcomes``.
+    """
     state = State()
+    irregular: list[OutcomeRow] = []
     lessons: dict[int, LessonRow] = {}
     moves: dict[int, list[Move]] = {}
     evidence: dict[int, list[UUID]] = {}
@@ -180,6 +197,9 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]]) -> State:
     names: dict[int, str] = {}
     recalled: dict[int, list[str]] = {}
     for k, value in rows:
+        if k[:1] == IRREGULAR:
+            irregular.append(_outcome.decode(value))
+            continue
         family, n = k[9:10] or k[:1], int.from_bytes(k[1:9], "big")
         if family == HEADER:
             head = _header.decode(value)
@@ -210,4 +230,4 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]]) -> State:
         state.lessons[row.lesson_id] = row
     state.outcomes = {o.outcome_id: o for o in outcomes}
     state.recalled = {names[n]: recalled.get(n, []) for n in sorted(names)}
-    return state
+    return state, irregular

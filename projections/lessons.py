@@ -33,7 +33,6 @@ from lessonledger.ledger.events import (
     LessonProposed,
     LessonRecalled,
     LessonSuperseded,
-    Operation,
     OutcomeObserved,
     ReconcilePassed,
     RulesAdopted,
@@ -54,6 +53,7 @@ from lessonledger.projections.lesson_rows import (
     state_decoder,
     state_encoder,
 )
+from lessonledger.projections.outcome_table import OutcomeLog, OutcomeTable
 from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_from
 
 __all__ = [
@@ -121,9 +121,9 @@ class LessonView:
         #: The recalled lessons of recent sessions as a set (a recall's check is then
         #: done in C); made again from ``_recalled`` when a session comes back.
         self._recalled_sets: dict[str, set[str]] = {}
-        #: Each distinct operation, project and session an outcome holds (see _kept).
-        self._operations: dict[tuple[str, str, bool, str, int], Operation] = {}
-        self._strings: dict[str, str] = {}
+        #: The outcomes folded: all in memory, or the last ones and the log's
+        #: (:mod:`.outcome_table`); never saved with the view but for irregular ones.
+        self._outcomes = OutcomeTable()
         self._rows_by_text: dict[str, LessonRow] = {}
         #: Usage clocks recalls set and no row holds yet, by lesson id (text): (when, in
         #: play at epoch), the last recall's. Rows get them before anything reads them
@@ -146,7 +146,6 @@ class LessonView:
         #: Rows changed since the last save.
         self._dirty_lessons: set[UUID] = set()
         self._dirty_usage: set[UUID] = set()
-        self._dirty_outcomes: list[tuple[int, UUID]] = []
         self._dirty_failures: set[str] = set()
         self._dirty_sessions: set[str] = set()
         self._new_sessions: list[str] = []
@@ -172,18 +171,37 @@ class LessonView:
         return cls._restored(state_decoder.decode(data), rules)
 
     @classmethod
-    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]],
-                  rules: Rules | None = None) -> LessonView:
-        """Restore a view from the rows :meth:`rows` and :meth:`changes` gave."""
-        view = cls._restored(saved_rows.state_from_rows(rows), rules)
-        view._full = False
-        view._saved_len = view._lengths()
+    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]], rules: Rules | None = None,
+                  log: OutcomeLog | None = None) -> LessonView:
+        """Restore a view from the rows :meth:`rows` and :meth:`changes` gave.
+
+        With ``log`` (the home's) outcomes are read from it when asked (see
+        :mod:`.outcome_table`); without, the view holds the irregular ones alone.
+        """
+        state, irregular = saved_rows.state_from_rows(rows)
+        # Rows saved before outcomes were read from the log hold every outcome (``o``
+        # rows): they are kept as irregular, and every row is written afresh.
+        legacy = bool(state.outcomes)
+        view = cls._restored(state, rules, log)
+        for row in irregular:
+            view._outcomes.put(row, regular=False)
+        view._full = legacy
+        if not legacy:
+            view._outcomes.new_irregular.clear()
+            view._saved_len = view._lengths()
+        return view
+
+    @classmethod
+    def started(cls, rules: Rules | None = None, log: OutcomeLog | None = None) -> LessonView:
+        """An empty view of a home: outcomes it folds past the last ones are read from ``log``."""
+        view = cls(rules)
+        view._outcomes = OutcomeTable(log)
         return view
 
     def rows(self) -> Iterable[tuple[bytes, bytes]]:
         """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
         self._settle()
-        return saved_rows.state_rows(self._state())
+        return saved_rows.state_rows(self._state(outcomes=False), self._outcomes.irregular)
 
     def changes(self) -> list[tuple[bytes, bytes | None]] | None:
         """The rows changed since the last :meth:`saved` (None deletes a row).
@@ -209,9 +227,11 @@ class LessonView:
             n = self._lesson_n[lesson_id]
             out.append((saved_rows.key(saved_rows.USAGE, n),
                         saved_rows.usage(s.lessons[lesson_id])))
-        for n, outcome_id in self._dirty_outcomes:
-            out.append((saved_rows.key(saved_rows.OUTCOME, n),
-                        saved_rows.outcome(s.outcomes[outcome_id])))
+        irregular = self._outcomes.irregular
+        for outcome_id in self._outcomes.new_irregular:
+            outcome = irregular.get(outcome_id)
+            out.append((saved_rows.irregular_key(outcome_id),
+                        None if outcome is None else saved_rows.outcome(outcome)))
         for name in self._dirty_failures:
             out.append((saved_rows.key(saved_rows.FAILURE, self._failure_n[name]),
                         saved_rows.failure(name, s.failures[name])))
@@ -256,22 +276,28 @@ class LessonView:
     def _forget_changes(self) -> None:
         self._dirty_lessons.clear()
         self._dirty_usage.clear()
-        self._dirty_outcomes.clear()
+        self._outcomes.new_irregular.clear()
         self._dirty_failures.clear()
         self._dirty_sessions.clear()
         self._new_sessions.clear()
 
     @classmethod
-    def _restored(cls, state: State, rules: Rules | None) -> LessonView:
+    def _restored(cls, state: State, rules: Rules | None,
+                  log: OutcomeLog | None = None) -> LessonView:
         view = cls(rules)
         view._s = state
+        view._outcomes = OutcomeTable(log)
+        view._outcomes.limit = state.position
         view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
         view._failure_n = {k: n for n, k in enumerate(state.failures)}
         view._session_n = {k: n for n, k in enumerate(state.recalled)}
         for session, texts in state.recalled.items():
             view._recalled[session] = view._numbers(texts)
         state.recalled = {}
-        state.outcomes = {i: view._kept(row) for i, row in state.outcomes.items()}
+        for outcome in state.outcomes.values():  # the log's own are found there again
+            if not view._outcomes.in_log(outcome):
+                view._outcomes.put(outcome, regular=False)
+        state.outcomes = {}
         if view._s.adoptions:
             view.rules = rules_from(view._s.adoptions[-1].figures)
         for row in view._s.lessons.values():
@@ -303,9 +329,9 @@ class LessonView:
         self._usage.clear()
 
     @property
-    def outcomes(self) -> dict[UUID, OutcomeRow]:
-        """Every observed outcome, by id."""
-        return self._s.outcomes
+    def outcomes(self) -> OutcomeTable:
+        """Every observed outcome, by id (a mapping; see :mod:`.outcome_table`)."""
+        return self._outcomes
 
     @property
     def epoch(self) -> int:
@@ -447,17 +473,18 @@ class LessonView:
             numbers.append(n)
         return numbers
 
-    def _state(self) -> State:
-        """The state as saved and dumped: recalls spelled out as the ids' text."""
+    def _state(self, *, outcomes: bool = True) -> State:
+        """The state as dumped: recalls spelled out as the ids' text, every outcome."""
         return msgspec.structs.replace(self._s, recalled={
-            session: self._texts(numbers) for session, numbers in self._recalled.items()})
+            session: self._texts(numbers) for session, numbers in self._recalled.items()},
+            outcomes=self._outcomes.everything() if outcomes else {})
 
     # -- the fold ---------------------------------------------------------------------
 
     def apply(self, record: Record) -> None:
         """Fold one record in; records must come in position order."""
         envelope = record.envelope
-        self._s.position = envelope.position
+        self._s.position = self._outcomes.limit = envelope.position
         if record.payload is None or envelope.type not in FOLDED:
             return  # an erased body (the erasure's own event says what to forget), or
             # an event no lesson reads: passed over undecoded
@@ -469,6 +496,8 @@ class LessonView:
             event = _decoder.decode(record.payload)
         except msgspec.DecodeError:
             return  # not a lesson event (an eventsourcing application's, say)
+        if isinstance(event, OutcomeObserved):
+            self._outcomes.add(event, envelope)
         self._fold(event, envelope.position, envelope.occurred_at, envelope.session)
         # A lesson's version is the last version on its own stream: what an edit or a
         # retirement must name to change it, so concurrent changes conflict.
@@ -486,17 +515,6 @@ class LessonView:
     def _fold(self, event: AnyEvent, position: int, at: int, session: str) -> None:
         match event:
             case OutcomeObserved():
-                if not self._full:
-                    if event.outcome_id in self._s.outcomes:
-                        self._redo_all()  # kept in its old place: ordinals move
-                    else:
-                        self._dirty_outcomes.append((len(self._s.outcomes), event.outcome_id))
-                texts = self._strings
-                self._s.outcomes[event.outcome_id] = OutcomeRow(
-                    outcome_id=event.outcome_id,
-                    project=texts.setdefault(event.project, event.project),
-                    session=texts.setdefault(session, session), passed=event.passed,
-                    operations=self._shared(event.operations), at=at)
                 for lesson_id in event.in_play:
                     self._touch(lesson_id)
                 if event.fingerprint:
@@ -558,29 +576,9 @@ class LessonView:
             case _:
                 pass
 
-    def _kept(self, row: OutcomeRow) -> OutcomeRow:
-        """``row`` as the view keeps it: each operation, project and session held once.
-
-        Outcomes are most of a big view, and their operations repeat (the same operation
-        on the same target failing the same way): operations are frozen, so one object
-        stands for all outcomes that hold it. A refolded view (an erasure) starts with
-        none, so nothing an erased outcome held stays here.
-        """
-        texts = self._strings
-        return OutcomeRow(outcome_id=row.outcome_id,
-                          project=texts.setdefault(row.project, row.project),
-                          session=texts.setdefault(row.session, row.session),
-                          passed=row.passed, operations=self._shared(row.operations),
-                          at=row.at)
-
-    def _shared(self, operations: list[Operation]) -> list[Operation]:
-        shared = self._operations
-        return [shared.setdefault((op.op, op.target, op.ok, op.error, op.order), op)
-                for op in operations]
-
     def _session_of(self, outcome_id: UUID, fallback: str) -> str:
         """The session an outcome was observed in: the one its attribution counts for."""
-        outcome = self._s.outcomes.get(outcome_id)
+        outcome = self._outcomes.get(outcome_id)
         return outcome.session if outcome is not None else fallback
 
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
@@ -588,7 +586,9 @@ class LessonView:
         row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
-        cited = [o for o in event.evidence if o in self._s.outcomes]
+        outcomes = self._outcomes
+        found = [(o, outcomes.get(o)) for o in event.evidence]
+        cited = [o for o, row in found if row is not None]
         row = LessonRow(
             lesson_id=event.lesson_id, text=event.text, kind=event.kind,
             avoid_op=event.avoid_op, prefer_op=event.prefer_op, target=event.target,
@@ -598,7 +598,7 @@ class LessonView:
             confidence=event.confidence, status="trial" if cited else "claimed",
             created_at=at, last_evidence_at=at, supersedes=event.supersedes,
             projects=[event.scope] if cited else [], in_play_epoch=self._s.epoch,
-            sessions=sorted({self._s.outcomes[o].session for o in cited}),
+            sessions=sorted({row.session for _, row in found if row is not None}),
         )
         if not self._full:
             if event.lesson_id in self._s.lessons:
@@ -656,7 +656,7 @@ class LessonView:
 
     def _worked(self, outcome_id: UUID, row: LessonRow) -> bool:
         """True when the outcome shows what the lesson prefers working on its target."""
-        outcome = self._s.outcomes.get(outcome_id)
+        outcome = self._outcomes.get(outcome_id)
         return outcome is not None and any(
             op.ok and op.op == row.prefer_op and op.target == row.target
             for op in outcome.operations)

@@ -38,6 +38,7 @@ from lessonledger.ledger.objects import (
     segment_id,
     snapshot_id,
 )
+from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["ErasureRow", "NamedSnapshot", "ObjectView"]
 
@@ -90,38 +91,22 @@ class _State(msgspec.Struct):
     read_at: list[int] | None = None
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_State)
-
-
-class ObjectView:
+class ObjectView(StateView[_State]):
     """Folds every record into segment ids; folds snapshots, refs and erasures."""
+
+    _codec = StateCodec(_State)
 
     def __init__(self) -> None:
         self._s = _State(read_at=[])
         self._tombs: set[int] = set()
 
     @property
-    def position(self) -> int:
-        """The last log position folded in."""
-        return self._s.position
-
-    @property
     def link(self) -> bytes:
         """The chain link at :attr:`position`."""
         return self._s.link
 
-    def dump(self) -> bytes:
-        """The whole state: views folded from the same log dump the same bytes."""
-        return _encoder.encode(self._s)
-
-    @classmethod
-    def load(cls, data: bytes) -> ObjectView:
-        """A view from what :meth:`dump` returned."""
-        view = cls()
-        view._s = _decoder.decode(data)
-        view._tombs = set(view._s.tombstones)
-        return view
+    def _loaded(self) -> None:
+        self._tombs = set(self._s.tombstones)
 
     # -- folding -------------------------------------------------------------------
 

@@ -6,9 +6,16 @@ error. It decodes only the outcome events (a typed decoder for one tag), so it f
 log of any mix at the speed of a scan. Rebuilt from position 0 it equals the view kept
 incrementally; an erasure refolds it (the runner's job), so an erased outcome's figures
 go with it.
+
+It is saved as rows (see :class:`~lessonledger.projections.runner.RowProjection`): a
+header with the position, a row per project (its outcomes and passes) and one per
+operation on a target in it, under the project's, so a project's rows sort together and
+a save writes only the rows its outcomes changed, in the command's transaction.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
 
 import msgspec
 from lessonledger.ledger.events import OUTCOME_OBSERVED, OutcomeObserved
@@ -49,6 +56,10 @@ class _State(msgspec.Struct, kw_only=True):
     projects: dict[str, ProjectStats] = {}
 
 
+_HEADER, _PROJECT, _OPERATION = b"h", b"p", b"o"
+_row_encoder = msgspec.msgpack.Encoder()
+_counts = msgspec.msgpack.Decoder(tuple[int, int])
+_operation = msgspec.msgpack.Decoder(tuple[int, int, str])
 _outcome = msgspec.msgpack.Decoder(OutcomeObserved)
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
@@ -59,6 +70,10 @@ class OutcomeStats:
 
     def __init__(self) -> None:
         self._s = _State()
+        #: Every row is written afresh at the next save (nothing tracked until then).
+        self._full = True
+        #: Rows changed since the last save: (project, "operation target" or "").
+        self._dirty: set[tuple[str, str]] = set()
 
     @property
     def position(self) -> int:
@@ -81,8 +96,14 @@ class OutcomeStats:
         stats = self._s.projects.setdefault(event.project, ProjectStats())
         stats.outcomes += 1
         stats.passed += event.passed
+        track = not self._full
+        if track:
+            self._dirty.add((event.project, ""))
         for op in event.operations:
-            entry = stats.operations.setdefault(f"{op.op} {op.target}", OperationStats())
+            name = f"{op.op} {op.target}"
+            entry = stats.operations.setdefault(name, OperationStats())
+            if track:
+                self._dirty.add((event.project, name))
             entry.tried += 1
             if not op.ok:
                 entry.failed += 1
@@ -94,7 +115,67 @@ class OutcomeStats:
 
     @classmethod
     def load(cls, data: bytes) -> OutcomeStats:
-        """A view from :meth:`dump`'s bytes."""
+        """A view from :meth:`dump`'s bytes (its next save writes every row)."""
         view = cls()
         view._s = _decoder.decode(data)
         return view
+
+    # -- saved as rows -------------------------------------------------------------------
+
+    def rows(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every row, in key order."""
+        yield _HEADER, self._s.position.to_bytes(8, "big")
+        for project in sorted(self._s.projects):
+            stats = self._s.projects[project]
+            yield _key(project), _row_encoder.encode((stats.outcomes, stats.passed))
+            for name in sorted(stats.operations):
+                yield _key(project, name), _op_row(stats.operations[name])
+
+    def changes(self) -> list[tuple[bytes, bytes | None]] | None:
+        """The rows changed since the last :meth:`saved`; None: write every row."""
+        if self._full:
+            return None
+        out: list[tuple[bytes, bytes | None]] = [
+            (_HEADER, self._s.position.to_bytes(8, "big"))]
+        for project, name in sorted(self._dirty):
+            stats = self._s.projects[project]
+            out.append((_key(project, name), _op_row(stats.operations[name]) if name
+                        else _row_encoder.encode((stats.outcomes, stats.passed))))
+        return out
+
+    def saved(self) -> None:
+        """What :meth:`changes` (or :meth:`rows`) gave is stored: track from here."""
+        self._full = False
+        self._dirty.clear()
+
+    @classmethod
+    def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> OutcomeStats:
+        """A view from the rows :meth:`rows` and :meth:`changes` gave."""
+        view = cls()
+        projects = view._s.projects
+        for key, value in rows:
+            if key == _HEADER:
+                view._s.position = int.from_bytes(value, "big")
+                continue
+            size = int.from_bytes(key[1:3], "big")
+            project, rest = key[3:3 + size].decode(), key[3 + size:]
+            stats = projects.setdefault(project, ProjectStats())
+            if rest:
+                tried, failed, error = _operation.decode(value)
+                stats.operations[rest[1:].decode()] = OperationStats(
+                    tried=tried, failed=failed, last_error=error)
+            else:
+                stats.outcomes, stats.passed = _counts.decode(value)
+        view._full = False
+        return view
+
+
+def _key(project: str, operation: str = "") -> bytes:
+    """A project's row key, or that of an operation on a target in it (under it)."""
+    raw = project.encode()
+    key = _PROJECT + len(raw).to_bytes(2, "big") + raw
+    return key + _OPERATION + operation.encode() if operation else key
+
+
+def _op_row(entry: OperationStats) -> bytes:
+    return _row_encoder.encode((entry.tried, entry.failed, entry.last_error))

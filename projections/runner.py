@@ -102,14 +102,18 @@ class Registered:
         name: what ``lessonledger rebuild`` and the view store call it.
         fresh: a new, empty view.
         load: a view from what :meth:`Projection.dump` returned.
-        load_rows: for a :class:`RowProjection`, a view from its saved rows; None for a
-            view saved whole.
+        load_rows: for a :class:`RowProjection`, a view from its saved rows and the store
+            they came from (a view may read more of its home on demand); None for a view
+            saved whole.
+        start: an empty view of the store's home, for a runner whose store holds none
+            (one that reads its home on demand); None: :attr:`fresh`.
     """
 
     name: str
     fresh: Callable[[], Projection]
     load: Callable[[bytes], Projection]
-    load_rows: Callable[[list[tuple[bytes, bytes]]], Projection] | None = None
+    load_rows: Callable[[list[tuple[bytes, bytes]], ViewStore], Projection] | None = None
+    start: Callable[[ViewStore], Projection] | None = None
 
 
 class Runner:
@@ -141,9 +145,11 @@ class Runner:
         if entry.load_rows is not None:
             rows = self.store.load_rows(entry.name)
             if rows is not None:
-                return entry.load_rows(rows[1])
+                return entry.load_rows(rows[1], self.store)
         saved = self.store.load(entry.name)
-        return entry.load(saved[1]) if saved else entry.fresh()
+        if saved:
+            return entry.load(saved[1])
+        return entry.fresh() if entry.start is None else entry.start(self.store)
 
     def __getitem__(self, name: str) -> Projection:
         return self.views[name]

@@ -46,6 +46,11 @@ class ViewStore:
         # Made by the first save: opening the store to load from writes nothing.
         self._db: lmdb._Database | None = home.db("views", create=False)
 
+    @property
+    def home(self) -> LMDBHome:
+        """The home the views are saved in."""
+        return self._home
+
     def _tree(self, *, create: bool) -> bool:
         if self._db is None:
             self._db = self._home.db("views", create=create)

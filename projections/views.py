@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.projections.access import AccessView
 from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.deltas import DeltaView
@@ -18,6 +19,7 @@ from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.outcome_stats import OutcomeStats
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Projection, Registered, Runner
+from lessonledger.projections.store import ViewStore
 
 __all__ = [
     "ACCESS",
@@ -56,14 +58,22 @@ def registry(rules: Rules | None = None) -> list[Registered]:
     """Every view the ledger keeps, in the order each record is applied to them."""
     return [
         Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules),
-                   lambda rows: LessonView.load_rows(rows, rules)),
-        Registered(STATS_NAME, OutcomeStats, OutcomeStats.load),
-        Registered(AUDIT_NAME, AuditIndex, AuditIndex.load),
+                   lambda rows, store: LessonView.load_rows(rows, rules, _log(store)),
+                   lambda store: LessonView.started(rules, _log(store))),
+        Registered(STATS_NAME, OutcomeStats, OutcomeStats.load,
+                   lambda rows, _store: OutcomeStats.load_rows(rows)),
+        Registered(AUDIT_NAME, AuditIndex, AuditIndex.load,
+                   lambda rows, _store: AuditIndex.load_rows(rows)),
         Registered(DELTAS, DeltaView, DeltaView.load),
         Registered(FACTS, FactView, FactView.load),
         Registered(OBJECTS, ObjectView, ObjectView.load),
         Registered(ACCESS, AccessView, AccessView.load),
     ]
+
+
+def _log(store: ViewStore) -> EventLog:
+    """The log of the home ``store`` saves views in: where a view reads outcomes from."""
+    return EventLog(store.home, LOG_NAME)
 
 
 V = TypeVar("V")

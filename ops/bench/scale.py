@@ -31,15 +31,20 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import lmdb
 from lessonledger.commands import ObserveOutcome, ProposeLesson, Reconcile
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import AnyCommand, command_from
+from lessonledger.commands.receipts import Receipt
+from lessonledger.ledger.events import LessonRecalled
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
+from lessonledger.ledger.submission import Submission
 from lessonledger.ops.bench.lifecycle import call, story
 
 __all__ = ["run"]
@@ -49,6 +54,8 @@ __all__ = ["run"]
 STEADY_CALLS = 14_000
 #: Commands per write transaction in the batched phase (as a hub's group commit would).
 BATCH = 50
+#: The story's calls per group commit while building the home (no fsync there).
+BUILD_BATCH = 200
 _KINDS: dict[str, type[AnyCommand]] = {
     "outcome": ObserveOutcome, "proposal": ProposeLesson, "reconcile": Reconcile}
 
@@ -130,20 +137,73 @@ def _live(path: str) -> int:
         env.close()
 
 
+def _pages(path: str) -> tuple[int, dict[str, int]]:
+    """The page size and the depth of each of the log's trees (a commit rewrites a path).
+
+    Every commit writes, for each tree it changes, the leaf it changes and each branch
+    page above it, then the main tree (which holds the trees' roots), the free-page tree
+    and a meta page: this is the floor of bytes written per commit.
+    """
+    env = lmdb.open(path, readonly=True, lock=False, max_dbs=128, subdir=True)
+    try:
+        depths: dict[str, int] = {}
+        with env.begin() as txn:
+            for tree in ("log", "streams", "ids"):
+                db = env.open_db(f"{LOG_NAME}.{tree}".encode(), txn=txn, create=False)
+                depths[tree] = int(txn.stat(db)["depth"])
+            views = env.open_db(b"views", txn=txn, create=False)
+            depths["views"] = int(txn.stat(views)["depth"])
+        return int(env.stat()["psize"]), depths
+    finally:
+        env.close()
+
+
 def build(path: str, events: int) -> dict[str, Any]:
-    """Run the story through one ledger until the log holds ``events``; the agent's figures."""
+    """Run the story through one ledger until the log holds ``events``; the agent's figures.
+
+    The story's calls go in group commits of :data:`BUILD_BATCH` (``execute_each``, as a
+    hub writes): each query reads the view as the last commit left it and its record
+    (the ``LessonRecalled`` an agent's listing writes) is submitted in the same batch, in
+    its place among the commands, so the log holds what one agent calling one at a time
+    would have written, but for which lessons a listing inside a batch shows.
+    """
     started = time.perf_counter()
     steps, calls = story(), 0
     ledger = Ledger(path, sync=False)
     try:
         while ledger.head() < events:
-            call(ledger, next(steps))
-            calls += 1
+            batch: list[AnyCommand | Submission] = []
+            for step in itertools.islice(steps, BUILD_BATCH):
+                calls += 1
+                if step.kind == "query":
+                    shown = _listing(ledger, step)
+                    if shown is not None:
+                        batch.append(shown)
+                else:
+                    batch.append(command_from(dict(step.fields), _KINDS[step.kind]))
+            refused = [r for r in ledger.execute_each(batch) if not isinstance(r, Receipt)]
+            if refused:
+                raise refused[0]
         head = ledger.head()
     finally:
         ledger.close()
-    return {"events": head, "calls": calls,
-            "build_s": round(time.perf_counter() - started, 1)} | _memory("build")
+    seconds = time.perf_counter() - started
+    return {"events": head, "calls": calls, "build_s": round(seconds, 1),
+            "build_events_per_s": round(head / seconds), "build_calls_per_commit": BUILD_BATCH,
+            } | _memory("build")
+
+
+def _listing(ledger: Ledger, step: Any) -> Submission | None:
+    """A query's listing, read now, and the record of it a recording listing would write."""
+    project, session = step.fields["project"], step.fields["session"]
+    rows = ledger.lessons(project, session=session, record=False)
+    if not rows:
+        return None
+    eid = uuid.uuid4()
+    return Submission(event_id=eid, stream=eid, version=0, occurred_at=datetime.now(UTC),
+                      actor="agent", session=session, event=LessonRecalled(
+                          lesson_ids=[r.lesson_id for r in rows][:1000], project=project,
+                          query=""))
 
 
 def agent(path: str, skip: int, steady: int) -> dict[str, Any]:
@@ -164,12 +224,13 @@ def agent(path: str, skip: int, steady: int) -> dict[str, Any]:
             call(ledger, step)
         ledger.flush()
         written, after = _written() - written, ledger.head()
+        commands = sum(step.kind != "query" for step in ahead)
         batched = _batched(ledger, list(itertools.islice(steps, steady)))
     finally:
         ledger.close()
     return {"open_s": round(opened, 3), "open_and_first_recall_s": round(first, 3),
             "steady_first": before + 1, "steady_last": after,
-            "steady_written": written} | batched | _memory("agent")
+            "steady_written": written, "steady_commands": commands} | batched | _memory("agent")
 
 
 def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
@@ -190,11 +251,12 @@ def _batched(ledger: Ledger, steps: list[Any]) -> dict[str, int]:
         if len(pending) == BATCH:
             ledger.execute_all(pending)
             pending = []
+    commits = -(-sum(step.kind != "query" for step in steps) // BATCH)
     if pending:
         ledger.execute_all(pending)
     ledger.flush()
     return {"batched_first": before + 1, "batched_last": ledger.head(),
-            "batched_written": _written() - written}
+            "batched_written": _written() - written, "batched_commits": commits}
 
 
 def _child(role: str, *args: str) -> dict[str, Any]:
@@ -215,7 +277,8 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
     tmp = tempfile.mkdtemp(prefix="ll-scale-", dir=workdir)
     try:
         path = os.path.join(tmp, "home")
-        say(f"building a home of {events:,} events (one agent process, no fsync)")
+        say(f"building a home of {events:,} events (one agent process, {BUILD_BATCH} calls "
+            "a group commit, no fsync)")
         built = _child("build", path, str(events))
         say(f"built {built['events']:,} events in {built['build_s']} s")
         measured = _child("agent", path, str(built["calls"]), str(steady))
@@ -228,7 +291,9 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
         b_stored = _stored(path, b_first, b_last) if b_events else 0
         b_written = measured.pop("batched_written")
         size = os.path.getsize(os.path.join(path, "data.mdb"))
-        live = _live(path)
+        live, page, depth = _live(path), *_pages(path)
+        commits = measured.pop("steady_commands")
+        b_commits = measured.pop("batched_commits")
         per_event = written / appended if appended else 0.0
         own = stored / appended if appended else 0.0
         return built | measured | {
@@ -244,6 +309,15 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
             "batched_commands_per_commit": BATCH,
             "batched_events": b_events,
             "batched_written_vs_stored": round(b_written / b_stored, 2) if b_stored else 0.0,
+            # What a commit costs LMDB, in pages: the floor of written bytes per commit.
+            "page_bytes": page, "log_tree_depths": depth,
+            "steady_commits": commits,
+            "steady_pages_per_commit": round(written / commits / page, 1) if commits else 0.0,
+            "steady_events_per_commit": round(appended / commits, 2) if commits else 0.0,
+            "batched_commits": b_commits,
+            "batched_pages_per_commit": round(b_written / b_commits / page, 1)
+            if b_commits else 0.0,
+            "batched_events_per_commit": round(b_events / b_commits, 1) if b_commits else 0.0,
             "data_mdb_bytes": size, "live_bytes": live,
             "data_mdb_vs_live": round(size / live, 2) if live else 0.0,
         }
