@@ -45,8 +45,11 @@ def _event(payload: bytes) -> AnyEvent | None:
 def with_skill_derived(log: Writing, positions: list[int]) -> list[int]:
     """``positions`` with the deltas and facts derived from them, and the deltas' events."""
     erased = set(positions)
+    # An outcome counts only when it is erased itself: the others are not decoded (on a
+    # log of outcomes that was most of an erasure's time).
     records = [(r.envelope.position, r.envelope.type, event) for r in log.scan()
                if r.payload is not None and r.envelope.type in _READ
+               and (r.envelope.type != OUTCOME_OBSERVED or r.envelope.position in erased)
                and (event := _event(r.payload)) is not None]
     outcomes = {e.outcome_id for p, _, e in records
                 if p in erased and isinstance(e, OutcomeObserved)}

@@ -53,6 +53,8 @@ _DATA_FILE = "data.mdb"
 _TEMP_PREFIX = ".compact-"
 #: How much to write per transaction of the rewrite.
 _BATCH_BYTES = 64 << 20
+#: Values handed to LMDB per call (one C loop each, not a Python call per value).
+_BATCH_ROWS = 4096
 
 
 class Compacted(msgspec.Struct, frozen=True):
@@ -173,15 +175,17 @@ def _write_live_values(source: lmdb.Environment, temp: str) -> None:
                            *((made[name], read.cursor(db).iternext(), flags["dupsort"])
                              for name, (db, flags) in trees.items())]
                 for db, items, dupsort in sources:
-                    cursor = write.cursor(db)
+                    batch: list[tuple[bytes, bytes]] = []
                     for key, value in items:
-                        # A tree sorting duplicates takes its values by put, not append.
-                        cursor.put(key, value, append=not dupsort)
+                        batch.append((key, value))
                         written += len(key) + len(value)
+                        if written >= _BATCH_BYTES or len(batch) >= _BATCH_ROWS:
+                            _put_all(write.cursor(db), batch, dupsort)
+                            batch = []
                         if written >= _BATCH_BYTES:
                             write.commit()
                             write, written = target.begin(write=True), 0
-                            cursor = write.cursor(db)
+                    _put_all(write.cursor(db), batch, dupsort)
                 write.commit()
             except BaseException:
                 write.abort()
@@ -189,6 +193,20 @@ def _write_live_values(source: lmdb.Environment, temp: str) -> None:
         target.sync(True)
     finally:
         target.close()
+
+
+def _put_all(cursor: lmdb.Cursor, items: list[tuple[bytes, bytes]], dupsort: bool) -> None:
+    """Put ``items`` (in key order) through ``cursor`` in one call.
+
+    Appended, or by put where the tree sorts duplicates (append cannot place a second
+    value under a key).
+    """
+    if not items:
+        return
+    if dupsort:
+        cursor.putmulti(items, dupdata=True)
+    else:
+        cursor.putmulti(items, append=True)
 
 
 def _main_entries(

@@ -9,22 +9,25 @@ link, each body against its envelope's commitment. What fails is refused with it
 named (:class:`~lessonledger.sync.errors.TamperedObjectError`), and nothing of that
 chunk is written.
 
-Each chunk commits in one transaction, with what it implies: the bodies an ``Erased``
-record in it names are deleted, and the erasure is marked pending acknowledgement. So a
-pull killed at any moment continues, when run again, from the last chunk committed.
-After the records, the views and the vector index are folded through the runner (never
-a policy: the hub decided everything already); if erasures were applied, the home is
-compacted so none of their bytes stays in its files, and only then is each erasure
-acknowledged to the hub.
+Checked chunks are committed in batches of about :data:`BATCH_BYTES`, one transaction
+each, with what they imply: the bodies an ``Erased`` record in them names are deleted,
+and the erasure is marked pending acknowledgement. So a pull killed at any moment
+continues, when run again, from the last batch committed. Each batch is folded into the
+views through the runner as it commits (never a policy: the hub decided everything
+already), from the records already decoded on their way in; at the end the vector index
+follows and both are saved. If erasures were applied, the home is then compacted so
+none of their bytes stays in its files, and only then is each erasure acknowledged to
+the hub.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from hashlib import sha256
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from lessonledger.commands.messages import decode_command
@@ -34,11 +37,11 @@ from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, Erased, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
-from lessonledger.ledger.log import LOG_NAME, EventLog, Writing
+from lessonledger.ledger.log import LOG_NAME, EventLog, Record, Writing
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
-from lessonledger.projections.runner import Runner
+from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
+from lessonledger.projections.views import lesson_view, object_view, registry
 from lessonledger.sync.errors import (
     DivergedError,
     NotAReplicaError,
@@ -169,6 +172,50 @@ def _reply(frame: bytes, kind: type[Reply]) -> Reply:
     return reply
 
 
+#: Verified chunks are committed together once they hold this many bytes (and when the
+#: pull reaches the hub's head): one transaction and one fold for many segments, instead
+#: of one per segment. An interrupted pull loses at most this much of what arrived.
+BATCH_BYTES = 4 << 20
+
+
+class _Queued(NamedTuple):
+    """A chunk checked and waiting to be committed with the others of its batch.
+
+    ``checked``: its segment hashed to the id the hub listed (the chunk closes the
+    segment, or reaches the head), so its envelopes are the hub's bytes.
+    """
+
+    start: int
+    rows: list[tuple[bytes, bytes | None]]
+    withheld: list[int]
+    checked: bool
+
+
+class _Misfit(Exception):
+    """A queued chunk did not fit the log: ``done`` chunks before it did."""
+
+    def __init__(self, done: int, error: TamperedObjectError) -> None:
+        super().__init__(str(error))
+        self.done, self.error = done, error
+
+
+class _Landed:
+    """The records a batch just committed, read back from memory rather than the log.
+
+    The runner folds them from here: they were decoded on their way in, so the fold
+    does not read and decode them again. A scan from before them reads the log.
+    """
+
+    def __init__(self, records: list[Record], log: EventLog) -> None:
+        self.records, self.log = records, log
+        self.first = records[0].envelope.position if records else 1
+
+    def scan(self, start: int = 1) -> Iterator[Record]:
+        if start < self.first:
+            return self.log.scan(start)
+        return iter(self.records[start - self.first:])
+
+
 class _Puller:
     """One pull's state: what the replica has, and what the hub said it has."""
 
@@ -176,9 +223,10 @@ class _Puller:
         self.home, self.name = home, name
         self.log = EventLog(home, LOG_NAME)
         self.state = SyncState(home)
-        objects = Runner([r for r in registry() if r.name == OBJECTS], ViewStore(home))
-        objects.fold(self.log)
-        view = object_view(objects)
+        self.runner = Runner(registry(), ViewStore(home))
+        self.fold_seconds = 0.0
+        self._fold(self.log)  # what an interrupted pull committed but did not fold
+        view = object_view(self.runner)
         self.head, self.link = view.position, view.link
         self.closed = view.closed_ids
         self.hasher = SegmentHasher()
@@ -189,6 +237,8 @@ class _Puller:
         self.ids: list[bytes] = []
         self.asked: dict[int, int] = {}  # start → stop of each fetch in flight
         self.early: dict[int, Chunk] = {}  # chunks that came before the one awaited
+        self.queued: list[_Queued] = []
+        self.queued_bytes = 0
         self.result = PullResult()
 
     def hello(self) -> bytes:
@@ -249,7 +299,8 @@ class _Puller:
         hasher = self.hasher.copy()
         hasher.add_run(chunk.run, count)
         closes = last % SEGMENT_SIZE == 0
-        if closes or last == self.refs.head:
+        checked = closes or last == self.refs.head
+        if checked:
             expected = self._id_of(segment_of(last))
             if hasher.digest() != expected:
                 first = segment_of(last) * SEGMENT_SIZE + 1
@@ -264,34 +315,80 @@ class _Puller:
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
-        self._commit(chunk.start, rows, chunk.withheld)
+        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked))
+        self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
-        self.result.fetched += count
+        if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
+            self.flush()
         return [self._ask(last + 1, stop)] if last < stop else []
 
-    def _commit(self, start: int, rows: list[tuple[bytes, bytes | None]],
-                withheld: list[int]) -> None:
+    def flush(self) -> None:
+        """Commit the queued chunks in one transaction, then fold them into the views.
+
+        A chunk that does not fit is refused with its object named, and nothing of it
+        is written; the chunks queued before it are committed, so a new pull continues
+        after them.
+        """
+        batch, self.queued, self.queued_bytes = self.queued, [], 0
+        if not batch:
+            return
+        try:
+            self._commit(batch)
+        except _Misfit as misfit:
+            if misfit.done:
+                self._commit(batch[:misfit.done])
+            raise misfit.error from None
+
+    def _commit(self, batch: list[_Queued]) -> None:
         # Everything below is checked inside the transaction before it commits: a misfit
-        # raises out of the block, which then writes nothing of the chunk.
+        # raises out of the block, which then writes nothing of the batch.
         assert self.refs is not None
+        records: list[Record] = []
+        bodies = withheld = 0
+        erased = False
         with self.log.writing() as writing:
-            try:
-                envelopes = writing.import_records(rows)
-            except ReplayMismatchError as e:
-                raise self._tampered(e, rows[e.position - start]) from None
-            last = start + len(rows) - 1
-            if last == self.refs.head and writing.link != self.refs.link:
-                raise TamperedObjectError(kind="chain", address=self.refs.link,
-                                          detail=f"the chain link at position {last} differs")
             txn = writing.transaction
-            self.state.add_positions(txn, "withheld", withheld)
-            for envelope, (_, body) in zip(envelopes, rows, strict=True):
-                if body is not None:
-                    self.result.bodies += 1
-                    if envelope.type == ERASED:
-                        self._erase(writing, envelope.position, body)
-            self.link = writing.link
-        self.result.withheld += len(withheld)
+            for done, queued in enumerate(batch):
+                try:
+                    envelopes = writing.import_records(queued.rows,
+                                                       envelopes_checked=queued.checked)
+                except ReplayMismatchError as e:
+                    raise _Misfit(done, self._tampered(
+                        e, queued.rows[e.position - queued.start])) from None
+                last = queued.start + len(queued.rows) - 1
+                if last == self.refs.head and writing.link != self.refs.link:
+                    raise _Misfit(done, TamperedObjectError(
+                        kind="chain", address=self.refs.link,
+                        detail=f"the chain link at position {last} differs"))
+                self.state.add_positions(txn, "withheld", queued.withheld)
+                withheld += len(queued.withheld)
+                for envelope, (_, body) in zip(envelopes, queued.rows, strict=True):
+                    if body is not None:
+                        bodies += 1
+                        if envelope.type == ERASED:
+                            self._erase(writing, envelope.position, body)
+                            erased = True
+                    records.append(Record(envelope, body[SALT_BYTES:] if body is not None
+                                          else None))
+            link = writing.link
+        self.link = link
+        self.result.fetched += len(records)
+        self.result.bodies += bodies
+        self.result.withheld += withheld
+        # A batch with an erasure is folded from the log, where its bodies are gone.
+        self._fold(self.log if erased else _Landed(records, self.log))
+
+    def _fold(self, source: Scannable) -> None:
+        started = time.perf_counter()
+        self.runner.fold(source)
+        self.fold_seconds += time.perf_counter() - started
+
+    def finish(self) -> int:
+        """Bring the vector index up to the views, save both; the position reached."""
+        started = time.perf_counter()
+        _save_folded(self.home, self.log, self.runner)
+        self.fold_seconds += time.perf_counter() - started
+        return self.runner.position
 
     def _tampered(self, error: ReplayMismatchError,
                   row: tuple[bytes, bytes | None]) -> TamperedObjectError:
@@ -344,12 +441,21 @@ def fold_views(home: LMDBHome) -> int:
     log = EventLog(home, LOG_NAME)
     runner = Runner(registry(), ViewStore(home))
     runner.fold(log)
+    _save_folded(home, log, runner)
+    return runner.position
+
+
+def _save_folded(home: LMDBHome, log: EventLog, runner: Runner) -> None:
+    """The vector index brought up to ``runner``'s lesson view; both saved.
+
+    After an erasure the runner folded (it refolds its views afresh), the index is
+    built afresh too, so neither keeps anything derived from the erased bodies.
+    """
     recaller = Recaller(Path(home.path) / "vectors", log, lesson_view(runner),
                         fresh=runner.erasures > 0)
     recaller.sync()
     runner.save()
     recaller.save()
-    return runner.position
 
 
 def refold(directory: str | os.PathLike[str]) -> int:
@@ -389,11 +495,15 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
                 progress(puller.head, refs.head)
             return more
 
-        exchange.pipeline(puller.on_ids(ids), on_reply, credit)
+        try:
+            exchange.pipeline(puller.on_ids(ids), on_reply, credit)
+        finally:
+            # What arrived and checked out before a failure is kept: a new pull
+            # continues after it.
+            puller.flush()
         result = puller.result
-        folding = time.perf_counter()
-        result.head = fold_views(home)
-        result.fold_seconds = time.perf_counter() - folding
+        result.head = puller.finish()
+        result.fold_seconds = puller.fold_seconds
         with home.env.begin() as txn:
             pending = SyncState(home).positions(txn, "pending")
     finally:
