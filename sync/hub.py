@@ -9,15 +9,18 @@ Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
 - the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It takes what has
   arrived, up to :attr:`HubConfig.max_batch`, and runs it in one durable transaction
   (:meth:`Ledger.execute_each`); each client is answered only after that commit.
-- the **reader** answers queries from its own
-  :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB snapshots and never
-  waits for the writer's commit.
+- the **query workers** are processes of their own (:mod:`.query_pool`), each answering
+  queries from its own :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB
+  snapshots and never waits for the writer's commit; in their own processes they never
+  wait for the writer's GIL either. The front hands each query, with the connection's
+  access as the authority decided it, to an idle worker and forwards its answer.
 
-Each thread hands the front its replies over an inproc PUSH socket. A client that never
+The writer hands the front its replies over an inproc PUSH socket. A client that never
 reads its replies fills its own pipe: the reply is dropped and logged, nobody waits.
 
 SIGTERM (:meth:`Hub.stop`) drains: new work is answered ``busy``, what is queued is
-committed and answered, then :meth:`Hub.run` returns.
+committed and answered, the workers are stopped, then :meth:`Hub.run` returns. A worker
+whose hub is gone (SIGKILL) exits on its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from lessonledger.commands.messages import (
     Erase,
     checked_command,
 )
-from lessonledger.commands.read_side import Reader
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
@@ -60,7 +62,7 @@ from lessonledger.sync.authority import (
     require_own_principal,
 )
 from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
-from lessonledger.sync.queries import answer_bytes
+from lessonledger.sync.query_pool import QueryPool, default_workers
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
@@ -112,6 +114,7 @@ class HubConfig:
         queue_bound: commands waiting at most; more are answered ``busy``.
         max_batch: commands committed together at most.
         query_bound: queries waiting at most.
+        query_workers: processes answering queries (0: :func:`default_workers`).
         sync: fsync every commit (a hub answers only after a durable commit).
         commit_delay: seconds the writer waits at most for the clients of its last
             batch to send again before committing fewer (group commit's trade: a
@@ -127,6 +130,7 @@ class HubConfig:
     queue_bound: int = 4096
     max_batch: int = 512
     query_bound: int = 1024
+    query_workers: int = 0
     sync: bool = True
     commit_delay: float = 0.005
     server_secret: bytes = b""
@@ -190,12 +194,11 @@ class Hub:
         self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
-        self._queries: queue.Queue[tuple[bytes, int, Access, wire.QueryRequest]] = (
-            queue.Queue(config.query_bound))
+        self._pool: QueryPool | None = None
         self._stopping = threading.Event()
         #: Set once the front queues nothing more: the threads may then finish.
         self._front_done = threading.Event()
-        self._ready = threading.Barrier(3)
+        self._ready = threading.Barrier(2)
         self._clients: dict[bytes, float] = {}
         self._not_reading: set[bytes] = set()
         self._pub_endpoint = config.pub or pub_endpoint(config.bind)
@@ -249,11 +252,21 @@ class Hub:
             msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
             raise LedgerConfigError(msg) from e
         failure: list[BaseException] = []
-        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
-        reader = threading.Thread(target=self._guard(self._read, failure), name="hub-reader")
-        writer.start()
-        reader.start()
         try:
+            pool = QueryPool(self.config.home,
+                             self.config.query_workers or default_workers(),
+                             self.config.query_bound, ctx, self.stats)
+        except BaseException:
+            for sock in (router, pub, outbox):
+                sock.close(0)
+            if auth is not None:
+                auth.stop()
+            raise
+        self._pool = pool
+        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
+        writer.start()
+        try:
+            pool.start()
             warm_up()  # the front screens every command for credentials: not on the first
             self._ready.wait(timeout=120)
             log.info("hub serving %s on %s (heads on %s, principals: %s)",
@@ -266,7 +279,7 @@ class Hub:
             self._stopping.set()
             self._front_done.set()
             writer.join()
-            reader.join()
+            pool.close()
             self._forward(router, pub, outbox, block=False)
             for sock in (router, pub, outbox):
                 sock.close()
@@ -297,18 +310,25 @@ class Hub:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(outbox, zmq.POLLIN)
+        pool = self._pool
+        assert pool is not None, "made by run() before it serves"
+        poller.register(pool.socket, zmq.POLLIN)
+        answer = lambda identity, data: self._send(router, identity, data)  # noqa: E731
         quiet = False
         while not failure:
-            # Stopping ends once the threads are done and a whole poll brought nothing
-            # more: a request still in the socket is answered busy, never left unread.
+            # Stopping ends once the writer and the workers are done and a whole poll
+            # brought nothing more: a request still in the socket is answered busy.
             if quiet and self._stopping.is_set() and not self._work.unfinished_tasks \
-                    and not self._queries.unfinished_tasks:
+                    and not pool.pending:
                 self._front_done.set()
                 return
             events = dict(poller.poll(100))
             quiet = not events
             if time.monotonic() - self._pruned > CLIENT_WINDOW:
                 self._prune()
+            if pool.socket in events:
+                pool.take(answer)
+            pool.check(answer)
             if outbox in events:
                 self._forward(router, pub, outbox, block=False)
             if router in events:
@@ -397,9 +417,8 @@ class Hub:
             self._busy(router, identity, frame.id, "the hub is shutting down")
             return
         if isinstance(body, wire.QueryRequest):
-            try:
-                self._queries.put_nowait((identity, frame.id, access, body))
-            except queue.Full:
+            assert self._pool is not None, "made by run() before it serves"
+            if not self._pool.submit(identity, frame.id, access, bytes(frame.body)):
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         work = _work(identity, frame.id, access, body)
@@ -567,34 +586,6 @@ class Hub:
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
-
-    # -- the reader ----------------------------------------------------------------------
-
-    def _read(self) -> None:
-        outbox = self._context.socket(zmq.PUSH)
-        outbox.connect(_OUTBOX + f"-{id(self)}")
-        try:
-            reader = Reader(self.config.home, read_only=False)
-        except BaseException:
-            outbox.close(0)
-            raise
-        try:
-            self._ready.wait(timeout=120)
-            while True:
-                try:
-                    identity, request, access, query = self._queries.get(timeout=0.05)
-                except queue.Empty:
-                    if self._front_done.is_set():
-                        return
-                    continue
-                started = time.perf_counter()
-                reply = answer_bytes(reader, access, query, request)
-                self.stats.query(query.query, time.perf_counter() - started)
-                outbox.send_multipart([_REPLY, identity, reply])
-                self._queries.task_done()
-        finally:
-            reader.close()
-            outbox.close()
 
 
 def _user_id(frame: zmq.Frame) -> str | None:
