@@ -474,62 +474,78 @@ class Hub:
                         self.authority.refresh(ledger.grants())
                         refreshed = time.monotonic()
                     continue
-                group = self._gather(first)
-                self._commit(ledger, group, outbox)
+                group = self._commit(ledger, first, outbox)
                 for _ in group:
                     self._work.task_done()
         finally:
             ledger.close()
             outbox.close()
 
-    def _gather(self, first: _Work) -> list[_Work]:
-        """What has arrived, up to the batch bound; a moment more while clients reply.
+    def _commit(self, ledger: Ledger, first: _Work, outbox: zmq.Socket[Any]) -> list[_Work]:
+        """One group commit, from ``first`` on; every request it took, answered.
 
-        Clients that were just answered are about to send again. While fewer requests
-        are here than clients were in the last batch, wait up to
-        :attr:`HubConfig.commit_delay` for them: one fsync then covers them all.
+        Commands and submissions are decided as they arrive, in one transaction
+        (:meth:`Ledger.execute_gathered`): the writer works on the first while the others
+        are still on their way. It takes what has arrived, up to the batch bound, and
+        while fewer requests are here than clients were in the last batch it waits up to
+        :attr:`HubConfig.commit_delay` for them (they were just answered and are about to
+        send again): one fsync then covers them all.
         """
-        group = [first]
-        until = time.monotonic() + self.config.commit_delay
-        while len(group) < self.config.max_batch:
-            try:
-                group.append(self._work.get_nowait())
-                continue
-            except queue.Empty:
-                pass
-            left = until - time.monotonic()
-            if len(group) >= self._last_clients or left <= 0:
-                break
-            try:
-                group.append(self._work.get(timeout=left))
-            except queue.Empty:
-                break
-        self._last_clients = len({work.identity for work in group})
-        return group
-
-    def _commit(self, ledger: Ledger, group: list[_Work], outbox: zmq.Socket[Any]) -> None:
         started = time.perf_counter()
         before = self.head
         replies: list[tuple[bytes, bytes]] = []
-        single: list[tuple[_Work, Any]] = []
-        for work in group:
-            if work.kind in ("command", "submit"):
-                try:
-                    single.append((work, _authorized(ledger, work)))
-                except _Refusal as r:
-                    replies.append((work.identity, _reply(_refused(r.error), work.request)))
-                    self.stats.refused(type(r.error).__name__)
-                    log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
-                             type(r.error).__name__)
-        if single:
+        group = [first]
+        #: The commands and submissions decided in the transaction, in order.
+        single: list[_Work] = []
+        #: Batches, erasures, sync: after it, in transactions of their own.
+        others: list[_Work] = []
+        until = time.monotonic() + self.config.commit_delay
+
+        def admit(work: _Work) -> Any:
+            if work.kind not in ("command", "submit"):
+                others.append(work)
+                return None
             try:
-                results = ledger.execute_each([item for _, item in single], checked=True)
+                item = _authorized(ledger, work)
+            except _Refusal as r:
+                replies.append((work.identity, _reply(_refused(r.error), work.request)))
+                self.stats.refused(type(r.error).__name__)
+                log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                         type(r.error).__name__)
+                return None
+            single.append(work)
+            return item
+
+        def more() -> Any:
+            while len(group) < self.config.max_batch:
+                try:
+                    work = self._work.get_nowait()
+                except queue.Empty:
+                    left = until - time.monotonic()
+                    if len({w.identity for w in group}) >= self._last_clients or left <= 0:
+                        return None
+                    try:
+                        work = self._work.get(timeout=left)
+                    except queue.Empty:
+                        return None
+                group.append(work)
+                item = admit(work)
+                if item is not None:
+                    return item
+            return None
+
+        item = admit(first)
+        if item is None:
+            item = more()
+        if item is not None:
+            try:
+                _, results = ledger.execute_gathered(item, more)
             except LessonLedgerError as e:
                 # The store failed under the commit (disk full): nothing of the group was
                 # written, and every client of it is told so, rather than left waiting.
                 log.error("the group commit failed: %s", e)
                 results = [e] * len(single)
-            for (work, _), result in zip(single, results, strict=True):
+            for work, result in zip(single, results, strict=True):
                 if isinstance(result, Receipt):
                     body: msgspec.Struct = _receipted(result)
                 else:
@@ -538,11 +554,11 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(result).__name__)
                 replies.append((work.identity, _reply(body, work.request)))
+        self._last_clients = len({work.identity for work in group})
         # Batches (all or none), erasures and sync's requests (a push decides each of its
         # commands; an ack records one event) run in transactions of their own.
-        for work in group:
-            if work.kind in ("batch", "erase", "sync"):
-                replies.append((work.identity, self._alone(ledger, work)))
+        for work in others:
+            replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
         if any(work.kind in ("command", "batch", "sync") for work in group):
             # Before anyone is answered: a revocation counts from its own receipt on.
@@ -555,6 +571,7 @@ class Hub:
             outbox.send_multipart([_REPLY, identity, data])
         if self.head != before:
             outbox.send_multipart([_HEAD, _head.pack(self.head)])
+        return group
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
         if work.kind == "sync":

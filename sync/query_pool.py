@@ -6,14 +6,16 @@ writer's batch fold, and its p99 grew with the batch. The front owns a ROUTER on
 ``ipc://`` endpoint in a private directory (mode 0700, so only the hub's user can
 connect to it); each worker connects a DEALER with its name as routing id.
 
-Each query goes to an idle worker (least recently used first), so a slow query (a long
-``log`` page) holds up only its own worker. While every worker is busy, queries wait in
+Each query goes to the worker holding the fewest, each holding :data:`CREDIT` at most
+(one answered while the next is on its way: a worker never sits idle for a hand-out),
+so a slow query (a long ``log`` page) holds up only the few behind it on its worker.
+While every worker is full, queries wait in
 a queue per client, taken in turn, one client after another: a client flooding queries
 delays each other client by one query at most, not by its whole backlog. The queues are
 bounded, in all and per client (:data:`PER_CLIENT` of the whole).
 
-A worker that dies is started again, and the client of the query it held is answered
-``busy`` (it retries), never left to its timeout.
+A worker that dies is started again, and the clients of the queries it held are answered
+``busy`` (they retry), never left to their timeout.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ __all__ = ["QueryPool", "default_workers"]
 
 log = logging.getLogger("lessonledger.hub")
 
+#: Queries one worker holds at most (sent to it, not yet answered).
+CREDIT = 4
 #: Seconds a worker has to exit once told ``stop`` before it is killed.
 STOP_WAIT = 15.0
 #: Seconds between two looks for dead workers.
@@ -75,8 +79,8 @@ class _Worker:
         self.name = name
         self.proc = proc
         self.ready = False
-        #: The query it holds: the client's identity and request id, or None.
-        self.holding: tuple[bytes, int] | None = None
+        #: The queries it holds, oldest first: each client's identity and request id.
+        self.holding: deque[tuple[bytes, int]] = deque()
 
 
 class QueryPool:
@@ -112,7 +116,6 @@ class QueryPool:
             msg = f"cannot listen for query workers on {self.endpoint}: {e}"
             raise LedgerConfigError(msg) from e
         self._workers: dict[bytes, _Worker] = {}
-        self._idle: deque[bytes] = deque()
         #: Waiting queries by client, in the order the clients take turns.
         self._waiting: OrderedDict[bytes, deque[list[bytes]]] = OrderedDict()
         self._queued = 0
@@ -164,7 +167,7 @@ class QueryPool:
     @property
     def pending(self) -> int:
         """Queries taken and not yet answered (waiting or held by a worker)."""
-        return self._queued + sum(w.holding is not None for w in self._workers.values())
+        return self._queued + sum(len(w.holding) for w in self._workers.values())
 
     def submit(self, identity: bytes, request: int, access: Access, query: bytes) -> bool:
         """Queue one query (``query`` is its request body, msgpack); False when full."""
@@ -190,21 +193,22 @@ class QueryPool:
         return parts
 
     def _hand_out(self) -> None:
-        while self._waiting and self._idle:
-            name = self._idle.popleft()
-            worker = self._workers.get(name)
-            if worker is None or worker.proc.poll() is not None:
-                continue
+        while self._waiting:
+            ready = [w for w in self._workers.values() if w.ready and len(w.holding) < CREDIT]
+            if not ready:
+                return
+            worker = min(ready, key=lambda w: len(w.holding))
             parts = self._next()
             try:
-                self.socket.send_multipart([name, *parts], zmq.NOBLOCK)
+                self.socket.send_multipart([worker.name, *parts], zmq.NOBLOCK)
             except zmq.ZMQError:
                 # It is gone (check() starts another): the query waits for the next.
+                worker.ready = False
                 self._waiting.setdefault(parts[0], deque()).appendleft(parts)
                 self._waiting.move_to_end(parts[0], last=False)
                 self._queued += 1
                 continue
-            worker.holding = (parts[0], _request.unpack(parts[1])[0])
+            worker.holding.append((parts[0], _request.unpack(parts[1])[0]))
 
     def take(self, send: Send) -> None:
         """Forward every answer the workers have sent; give idle workers what waits."""
@@ -222,8 +226,8 @@ class QueryPool:
                 _, identity, reply, seconds, name = parts
                 self.stats.query(name.decode(), _seconds.unpack(seconds)[0])
                 send(identity, reply)
-            worker.holding = None
-            self._idle.append(worker.name)
+                if worker.holding:
+                    worker.holding.popleft()  # answers come back in the order sent
         self._hand_out()
 
     def check(self, send: Send) -> None:
@@ -248,8 +252,7 @@ class QueryPool:
             log.warning("query worker %s exited with code %d; starting another",
                         worker.name.decode(), code)
             del self._workers[worker.name]
-            if worker.holding is not None:
-                identity, request = worker.holding
+            for identity, request in worker.holding:
                 self.stats.busy()
                 send(identity, wire.encode_frame(wire.Busy(
                     RETRY_AFTER_MS, "the hub's query worker stopped; retry"), request))
