@@ -495,6 +495,7 @@ class Hub:
         before = self.head
         replies: list[tuple[bytes, bytes]] = []
         group = [first]
+        senders = {first.identity}
         #: The commands and submissions decided in the transaction, in order.
         single: list[_Work] = []
         #: Batches, erasures, sync: after it, in transactions of their own.
@@ -522,13 +523,14 @@ class Hub:
                     work = self._work.get_nowait()
                 except queue.Empty:
                     left = until - time.monotonic()
-                    if len({w.identity for w in group}) >= self._last_clients or left <= 0:
+                    if len(senders) >= self._last_clients or left <= 0:
                         return None
                     try:
                         work = self._work.get(timeout=left)
                     except queue.Empty:
                         return None
                 group.append(work)
+                senders.add(work.identity)
                 item = admit(work)
                 if item is not None:
                     return item
@@ -554,7 +556,7 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(result).__name__)
                 replies.append((work.identity, _reply(body, work.request)))
-        self._last_clients = len({work.identity for work in group})
+        self._last_clients = len(senders)
         # Batches (all or none), erasures and sync's requests (a push decides each of its
         # commands; an ack records one event) run in transactions of their own.
         for work in others:
