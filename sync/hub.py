@@ -523,7 +523,7 @@ class Hub:
                     work = self._work.get_nowait()
                 except queue.Empty:
                     left = until - time.monotonic()
-                    if len(senders) >= self._last_clients or left <= 0:
+                    if len(group) >= self._last_clients or left <= 0:
                         return None
                     try:
                         work = self._work.get(timeout=left)
