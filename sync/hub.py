@@ -6,9 +6,9 @@ Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
   talk to and the PUB that announces heads. It checks each frame (:mod:`.wire`), asks
   the :class:`~lessonledger.sync.authority.Authority` who sent it, and queues the work;
   a full queue is answered at once with ``busy``, never dropped. It sends every reply.
-- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It takes what has
-  arrived, up to :attr:`HubConfig.max_batch`, and runs it in one durable transaction
-  (:meth:`Ledger.execute_each`); each client is answered only after that commit.
+- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It decides each
+  command as it arrives, up to :attr:`HubConfig.max_batch`, in one durable transaction
+  (:meth:`Ledger.execute_gathered`); each client is answered only after that commit.
 - the **query workers** are processes of their own (:mod:`.query_pool`), each answering
   queries from its own :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB
   snapshots and never waits for the writer's commit; in their own processes they never
