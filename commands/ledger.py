@@ -87,6 +87,8 @@ from lessonledger.projections.views import VIEW_NAME, audit_index, delta_view, r
 __all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
 
 C = TypeVar("C", bound="AnyCommand | SkillCommand | AccessCommand")
+#: What a group commit decides: a command, or a raw submission.
+Item = AnyCommand | SkillCommand | AccessCommand | Submission
 
 #: Save a view kept whole after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
@@ -336,26 +338,66 @@ class Ledger(CommandVerbs, ReadSide):
                 continue
             return [cast_result(r) for r in results]
 
-    def _each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
-              pending: list[int], results: list[Receipt | LessonLedgerError | None]) -> None:
+    def execute_gathered(self, first: Item, more: Callable[[], Item | None]
+                         ) -> tuple[list[Item], list[Receipt | LessonLedgerError]]:
+        """Group commit of what keeps arriving: decide each as it comes, commit them once.
+
+        As :meth:`execute_each` with ``checked`` (the caller checked every command), but
+        the group is not known up front: ``first`` is decided, then ``more()`` is asked
+        for the next one whenever every one taken so far is decided, until it returns
+        None; then the one durable commit. A hub calls it so that its writer decides the
+        commands that have arrived while its clients are still sending the rest, instead
+        of waiting for them all and then deciding. ``more`` runs inside the write
+        transaction: it must be quick and must not raise.
+
+        Should one fail after appending, the transaction is abandoned and what was taken
+        is run again, without it, as :meth:`execute_each` runs a group.
+
+        Returns:
+            Every item taken, in order, and each one's receipt or the error refusing it.
+        """
+        items: list[Item] = [first]
+        results: list[Receipt | LessonLedgerError | None] = [None]
+        try:
+            with self._transaction() as writing:
+                index = 0
+                while True:
+                    if index == len(items):
+                        following = more()
+                        if following is None:
+                            break
+                        items.append(following)
+                        results.append(None)
+                    results[index] = self._one(index, items[index], writing)
+                    index += 1
+        except _Undone:
+            return items, self.execute_each(items, checked=True)
+        return items, [cast_result(r) for r in results]
+
+    def _each(self, items: Sequence[Item], pending: list[int],
+              results: list[Receipt | LessonLedgerError | None]) -> None:
         with self._transaction() as writing:
             for index in pending:
-                item = items[index]
-                before = writing.appended
-                try:
-                    if isinstance(item, Submission):
-                        outcome: Receipt | LessonLedgerError = self._submit(item, writing)
-                    else:
-                        parent = command_id(item.key, key_owner(item))
-                        outcome = (self._receipt(item, parent, writing)
-                                   or self._decide(item, parent, writing))
-                except LedgerStorageError:
-                    raise
-                except LessonLedgerError as e:
-                    if writing.appended != before:
-                        raise _Undone(index, e) from e
-                    outcome = e
-                results[index] = outcome
+                results[index] = self._one(index, items[index], writing)
+
+    def _one(self, index: int, item: Item, writing: Writing) -> Receipt | LessonLedgerError:
+        """Decide one item of a group commit; a refusal that appended nothing is returned.
+
+        Raises:
+            _Undone: it failed after appending (the group runs again without it).
+        """
+        before = writing.appended
+        try:
+            if isinstance(item, Submission):
+                return self._submit(item, writing)
+            parent = command_id(item.key, key_owner(item))
+            return self._receipt(item, parent, writing) or self._decide(item, parent, writing)
+        except LedgerStorageError:
+            raise
+        except LessonLedgerError as e:
+            if writing.appended != before:
+                raise _Undone(index, e) from e
+            return e
 
     def _submit(self, submission: Submission, writing: Writing) -> Receipt:
         """Append one raw submission (idempotent by its event id) and fold it."""

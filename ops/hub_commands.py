@@ -45,6 +45,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     hub = Hub(HubConfig(home=str(args.home), bind=args.bind, pub=args.pub or "",
                         queue_bound=args.queue, max_batch=args.max_batch,
+                        query_workers=args.query_workers,
                         server_secret=secret, server_public=public), authority)
     # Drain on SIGTERM and on ^C: stop taking work, commit and answer what is queued.
     signal.signal(signal.SIGTERM, lambda *_: hub.stop())
@@ -61,6 +62,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     with hub_metrics(hub.stats, args.home, bind, port):
         hub.run()
     return 0
+
+
+def _workers(text: str) -> int:
+    """``--query-workers``'s type: a count of one or more."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        msg = f"--query-workers takes a count of 1 or more, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return count
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -129,6 +142,9 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                        help="commands waiting at most; more are answered busy (default 4096)")
     serve.add_argument("--max-batch", type=int, default=512, metavar="N",
                        help="commands committed in one transaction at most (default 512)")
+    serve.add_argument("--query-workers", type=_workers, default=0, metavar="N", help=(
+        "processes answering queries, each with its own reader of the home (default: "
+        "half the CPUs, at least one), so a recall never waits for the writer's batch"))
     serve.add_argument("--metrics", type=_address, default=None, metavar="HOST:PORT", help=(
         "serve Prometheus metrics at http://HOST:PORT/metrics: the log's counts, "
         "requests and refusals by kind, commit latency and batch size, recall latency, "

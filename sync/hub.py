@@ -6,18 +6,21 @@ Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
   talk to and the PUB that announces heads. It checks each frame (:mod:`.wire`), asks
   the :class:`~lessonledger.sync.authority.Authority` who sent it, and queues the work;
   a full queue is answered at once with ``busy``, never dropped. It sends every reply.
-- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It takes what has
-  arrived, up to :attr:`HubConfig.max_batch`, and runs it in one durable transaction
-  (:meth:`Ledger.execute_each`); each client is answered only after that commit.
-- the **reader** answers queries from its own
-  :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB snapshots and never
-  waits for the writer's commit.
+- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It decides each
+  command as it arrives, up to :attr:`HubConfig.max_batch`, in one durable transaction
+  (:meth:`Ledger.execute_gathered`); each client is answered only after that commit.
+- the **query workers** are processes of their own (:mod:`.query_pool`), each answering
+  queries from its own :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB
+  snapshots and never waits for the writer's commit; in their own processes they never
+  wait for the writer's GIL either. The front hands each query, with the connection's
+  access as the authority decided it, to an idle worker and forwards its answer.
 
-Each thread hands the front its replies over an inproc PUSH socket. A client that never
+The writer hands the front its replies over an inproc PUSH socket. A client that never
 reads its replies fills its own pipe: the reply is dropped and logged, nobody waits.
 
 SIGTERM (:meth:`Hub.stop`) drains: new work is answered ``busy``, what is queued is
-committed and answered, then :meth:`Hub.run` returns.
+committed and answered, the workers are stopped, then :meth:`Hub.run` returns. A worker
+whose hub is gone (SIGKILL) exits on its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from lessonledger.commands.messages import (
     Erase,
     checked_command,
 )
-from lessonledger.commands.read_side import Reader
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
@@ -61,7 +63,7 @@ from lessonledger.sync.authority import (
     require_own_principal,
 )
 from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
-from lessonledger.sync.queries import answer_bytes
+from lessonledger.sync.query_pool import QueryPool, default_workers
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
@@ -113,6 +115,7 @@ class HubConfig:
         queue_bound: commands waiting at most; more are answered ``busy``.
         max_batch: commands committed together at most.
         query_bound: queries waiting at most.
+        query_workers: processes answering queries (0: :func:`default_workers`).
         sync: fsync every commit (a hub answers only after a durable commit).
         commit_delay: seconds the writer waits at most for the clients of its last
             batch to send again before committing fewer (group commit's trade: a
@@ -128,6 +131,7 @@ class HubConfig:
     queue_bound: int = 4096
     max_batch: int = 512
     query_bound: int = 1024
+    query_workers: int = 0
     sync: bool = True
     commit_delay: float = 0.005
     server_secret: bytes = b""
@@ -191,12 +195,11 @@ class Hub:
         self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
-        self._queries: queue.Queue[tuple[bytes, int, Access, wire.QueryRequest]] = (
-            queue.Queue(config.query_bound))
+        self._pool: QueryPool | None = None
         self._stopping = threading.Event()
         #: Set once the front queues nothing more: the threads may then finish.
         self._front_done = threading.Event()
-        self._ready = threading.Barrier(3)
+        self._ready = threading.Barrier(2)
         self._clients: dict[bytes, float] = {}
         self._not_reading: set[bytes] = set()
         self._pub_endpoint = config.pub or pub_endpoint(config.bind)
@@ -256,11 +259,21 @@ class Hub:
             msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
             raise LedgerConfigError(msg) from e
         failure: list[BaseException] = []
-        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
-        reader = threading.Thread(target=self._guard(self._read, failure), name="hub-reader")
-        writer.start()
-        reader.start()
         try:
+            pool = QueryPool(self.config.home,
+                             self.config.query_workers or default_workers(),
+                             self.config.query_bound, ctx, self.stats)
+        except BaseException:
+            for sock in (router, pub, outbox):
+                sock.close(0)
+            if auth is not None:
+                auth.stop()
+            raise
+        self._pool = pool
+        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
+        writer.start()
+        try:
+            pool.start()
             warm_up()  # the front screens every command for credentials: not on the first
             self._ready.wait(timeout=120)
             log.info("hub serving %s on %s (heads on %s, principals: %s)",
@@ -273,7 +286,7 @@ class Hub:
             self._stopping.set()
             self._front_done.set()
             writer.join()
-            reader.join()
+            pool.close()
             self._forward(router, pub, outbox, block=False)
             for sock in (router, pub, outbox):
                 sock.close()
@@ -304,18 +317,25 @@ class Hub:
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
         poller.register(outbox, zmq.POLLIN)
+        pool = self._pool
+        assert pool is not None, "made by run() before it serves"
+        poller.register(pool.socket, zmq.POLLIN)
+        answer = lambda identity, data: self._send(router, identity, data)  # noqa: E731
         quiet = False
         while not failure:
-            # Stopping ends once the threads are done and a whole poll brought nothing
-            # more: a request still in the socket is answered busy, never left unread.
+            # Stopping ends once the writer and the workers are done and a whole poll
+            # brought nothing more: a request still in the socket is answered busy.
             if quiet and self._stopping.is_set() and not self._work.unfinished_tasks \
-                    and not self._queries.unfinished_tasks:
+                    and not pool.pending:
                 self._front_done.set()
                 return
             events = dict(poller.poll(100))
             quiet = not events
             if time.monotonic() - self._pruned > CLIENT_WINDOW:
                 self._prune()
+            if pool.socket in events:
+                pool.take(answer)
+            pool.check(answer)
             if outbox in events:
                 self._forward(router, pub, outbox, block=False)
             if router in events:
@@ -404,9 +424,8 @@ class Hub:
             self._busy(router, identity, frame.id, "the hub is shutting down")
             return
         if isinstance(body, wire.QueryRequest):
-            try:
-                self._queries.put_nowait((identity, frame.id, access, body))
-            except queue.Full:
+            assert self._pool is not None, "made by run() before it serves"
+            if not self._pool.submit(identity, frame.id, access, bytes(frame.body)):
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         work = _work(identity, frame.id, access, body)
@@ -463,8 +482,7 @@ class Hub:
                         self._refresh_grants(ledger)
                         refreshed = time.monotonic()
                     continue
-                group = self._gather(first)
-                self._commit(ledger, group, outbox)
+                group = self._commit(ledger, first, outbox)
                 for _ in group:
                     self._work.task_done()
         finally:
@@ -481,54 +499,73 @@ class Hub:
             if ledger is not None:
                 self.authority.refresh(ledger.grants())
 
-    def _gather(self, first: _Work) -> list[_Work]:
-        """What has arrived, up to the batch bound; a moment more while clients reply.
+    def _commit(self, ledger: Ledger, first: _Work, outbox: zmq.Socket[Any]) -> list[_Work]:
+        """One group commit, from ``first`` on; every request it took, answered.
 
-        Clients that were just answered are about to send again. While fewer requests
-        are here than clients were in the last batch, wait up to
-        :attr:`HubConfig.commit_delay` for them: one fsync then covers them all.
+        Commands and submissions are decided as they arrive, in one transaction
+        (:meth:`Ledger.execute_gathered`): the writer works on the first while the others
+        are still on their way. It takes what has arrived, up to the batch bound, and
+        while fewer requests are here than clients were in the last batch it waits up to
+        :attr:`HubConfig.commit_delay` for them (they were just answered and are about to
+        send again): one fsync then covers them all.
         """
-        group = [first]
-        until = time.monotonic() + self.config.commit_delay
-        while len(group) < self.config.max_batch:
-            try:
-                group.append(self._work.get_nowait())
-                continue
-            except queue.Empty:
-                pass
-            left = until - time.monotonic()
-            if len(group) >= self._last_clients or left <= 0:
-                break
-            try:
-                group.append(self._work.get(timeout=left))
-            except queue.Empty:
-                break
-        self._last_clients = len({work.identity for work in group})
-        return group
-
-    def _commit(self, ledger: Ledger, group: list[_Work], outbox: zmq.Socket[Any]) -> None:
         started = time.perf_counter()
         before = self.head
         replies: list[tuple[bytes, bytes]] = []
-        single: list[tuple[_Work, Any]] = []
-        for work in group:
-            if work.kind in ("command", "submit"):
-                try:
-                    single.append((work, _authorized(ledger, work)))
-                except _Refusal as r:
-                    replies.append((work.identity, _reply(_refused(r.error), work.request)))
-                    self.stats.refused(type(r.error).__name__)
-                    log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
-                             type(r.error).__name__)
-        if single:
+        group = [first]
+        senders = {first.identity}
+        #: The commands and submissions decided in the transaction, in order.
+        single: list[_Work] = []
+        #: Batches, erasures, sync: after it, in transactions of their own.
+        others: list[_Work] = []
+        until = time.monotonic() + self.config.commit_delay
+
+        def admit(work: _Work) -> Any:
+            if work.kind not in ("command", "submit"):
+                others.append(work)
+                return None
             try:
-                results = ledger.execute_each([item for _, item in single], checked=True)
+                item = _authorized(ledger, work)
+            except _Refusal as r:
+                replies.append((work.identity, _reply(_refused(r.error), work.request)))
+                self.stats.refused(type(r.error).__name__)
+                log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                         type(r.error).__name__)
+                return None
+            single.append(work)
+            return item
+
+        def more() -> Any:
+            while len(group) < self.config.max_batch:
+                try:
+                    work = self._work.get_nowait()
+                except queue.Empty:
+                    left = until - time.monotonic()
+                    if len(group) >= self._last_clients or left <= 0:
+                        return None
+                    try:
+                        work = self._work.get(timeout=left)
+                    except queue.Empty:
+                        return None
+                group.append(work)
+                senders.add(work.identity)
+                item = admit(work)
+                if item is not None:
+                    return item
+            return None
+
+        item = admit(first)
+        if item is None:
+            item = more()
+        if item is not None:
+            try:
+                _, results = ledger.execute_gathered(item, more)
             except LessonLedgerError as e:
                 # The store failed under the commit (disk full): nothing of the group was
                 # written, and every client of it is told so, rather than left waiting.
                 log.error("the group commit failed: %s", e)
                 results = [e] * len(single)
-            for (work, _), result in zip(single, results, strict=True):
+            for work, result in zip(single, results, strict=True):
                 if isinstance(result, Receipt):
                     body: msgspec.Struct = _receipted(result)
                 else:
@@ -537,11 +574,11 @@ class Hub:
                     log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                              type(result).__name__)
                 replies.append((work.identity, _reply(body, work.request)))
+        self._last_clients = len(senders)
         # Batches (all or none), erasures and sync's requests (a push decides each of its
         # commands; an ack records one event) run in transactions of their own.
-        for work in group:
-            if work.kind in ("batch", "erase", "sync"):
-                replies.append((work.identity, self._alone(ledger, work)))
+        for work in others:
+            replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
         if any(work.kind in ("command", "batch", "sync") for work in group):
             # Before anyone is answered: a revocation counts from its own receipt on.
@@ -554,6 +591,7 @@ class Hub:
             outbox.send_multipart([_REPLY, identity, data])
         if self.head != before:
             outbox.send_multipart([_HEAD, _head.pack(self.head)])
+        return group
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
         if work.kind == "sync":
@@ -585,34 +623,6 @@ class Hub:
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
-
-    # -- the reader ----------------------------------------------------------------------
-
-    def _read(self) -> None:
-        outbox = self._context.socket(zmq.PUSH)
-        outbox.connect(_OUTBOX + f"-{id(self)}")
-        try:
-            reader = Reader(self.config.home, read_only=False)
-        except BaseException:
-            outbox.close(0)
-            raise
-        try:
-            self._ready.wait(timeout=120)
-            while True:
-                try:
-                    identity, request, access, query = self._queries.get(timeout=0.05)
-                except queue.Empty:
-                    if self._front_done.is_set():
-                        return
-                    continue
-                started = time.perf_counter()
-                reply = answer_bytes(reader, access, query, request)
-                self.stats.query(query.query, time.perf_counter() - started)
-                outbox.send_multipart([_REPLY, identity, reply])
-                self._queries.task_done()
-        finally:
-            reader.close()
-            outbox.close()
 
 
 def _user_id(frame: zmq.Frame) -> str | None:

@@ -163,3 +163,71 @@ def test_a_command_failing_after_it_appended_is_undone_and_the_rest_commit(
         assert "s-one" in sessions
         assert "s-two" in sessions
         assert verify(ledger.log).ok
+
+
+def _gathered(ledger: Ledger, items: list[Any]) -> list[Receipt | Exception]:
+    """``execute_gathered`` with the items arriving one by one, as a hub's clients send.
+
+    A group undone stops taking: what it did not take goes in the next, as in a hub.
+    """
+    results: list[Receipt | Exception] = []
+    rest = iter(items)
+    while (first := next(rest, None)) is not None:
+        taken, done = ledger.execute_gathered(first, lambda: next(rest, None))
+        assert len(taken) == len(done)
+        results += done
+    assert len(results) == len(items)
+    return results
+
+
+@given(keys, st.sampled_from(["tests", "build"]))
+def test_a_gathered_group_commit_equals_serial_execute(tmp_path_factory: object,
+                                                       plan: list[str], target: str) -> None:
+    base = Path(str(tmp_path_factory.mktemp("g")))  # type: ignore[attr-defined]
+    lesson = uuid4()
+
+    def command(key: str) -> AnyCommand:
+        if key == "edit":
+            return command_from({"key": "edit", "lesson_id": lesson, "text": "x"}, EditLesson)
+        return outcome(key, target=target if key != "k3" else "other")
+
+    with open_ledger(base / "gathered", sync=False) as grouped:
+        results = _gathered(grouped, [command(k) for k in plan])
+        group_log = bodies(grouped)
+    with open_ledger(base / "serial", sync=False) as serial:
+        expected: list[object] = []
+        for key in plan:
+            try:
+                expected.append(serial.execute(command(key)))
+            except CommandError as e:
+                expected.append(type(e))
+        serial_log = bodies(serial)
+    assert [r if isinstance(r, Receipt) else type(r) for r in results] == expected
+    assert group_log == serial_log
+
+
+def test_a_gathered_command_failing_after_it_appended_is_undone_and_the_rest_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.commands import ledger as ledger_module
+    from lessonledger.commands import policies
+    from lessonledger.ledger.events import OutcomeObserved
+
+    real = policies.react
+
+    def failing(view: Any, event: Any, envelope: Any) -> Any:
+        if isinstance(event, OutcomeObserved) and envelope.session == "s-poison":
+            msg = "a policy failed on this outcome"
+            raise CommandError(msg)
+        return real(view, event, envelope)
+
+    monkeypatch.setattr(ledger_module, "react", failing)
+    with open_ledger(tmp_path / "h") as ledger:
+        first, poisoned, last = _gathered(
+            ledger, [outcome("one"), outcome("poison"), outcome("two")])
+        assert isinstance(first, Receipt)
+        assert isinstance(last, Receipt)
+        assert isinstance(poisoned, CommandError)
+        sessions = [r.envelope.session for r in ledger.log.scan()]
+        assert "s-poison" not in sessions
+        assert {"s-one", "s-two"} <= set(sessions)
+        assert verify(ledger.log).ok

@@ -1,0 +1,120 @@
+"""A hub's query worker: a process of its own answering queries from its own Reader.
+
+The hub's front (:mod:`lessonledger.sync.query_pool`) starts these with
+``python -m lessonledger.sync.query_worker ENDPOINT HOME PARENT_PID NAME``. A query
+answered here never waits for the GIL of the writer's process, so a recall's latency
+does not grow with the writer's batch. Each worker holds the home open as any process
+does and reads LMDB snapshots, so it never waits for the writer's commit either.
+
+What the front sends is trusted (the connection's :class:`~lessonledger.sync.authority.Access`
+as the hub's authority decided it): the endpoint is an ``ipc://`` socket in a directory
+only the hub's user may enter.
+
+A worker outlives nothing: it exits when told ``stop``, when its parent is gone (the
+kernel's parent-death signal on Linux, and a look at its parent pid between requests
+everywhere), and on SIGTERM; it ignores SIGINT, so ^C at a terminal reaches the hub,
+which drains the workers itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import struct
+import sys
+import time
+from types import FrameType
+from typing import Any
+
+import msgspec
+import zmq
+from lessonledger.commands.read_side import Reader
+from lessonledger.sync import wire
+from lessonledger.sync.authority import Access
+from lessonledger.sync.queries import answer_bytes
+
+__all__ = ["READY", "STOP", "main", "serve"]
+
+log = logging.getLogger("lessonledger.hub")
+
+#: Sent once the worker's Reader is open; the front then gives it queries.
+READY = b"ready"
+#: Sent by the front: commit queued recall records, let go of the home, exit.
+STOP = b"stop"
+#: Milliseconds between two looks at the parent while no query comes.
+PARENT_EVERY_MS = 200
+#: Linux's prctl option asking for a signal when the parent exits.
+_PR_SET_PDEATHSIG = 1
+
+_seconds = struct.Struct(">d")
+_access = msgspec.msgpack.Decoder(Access)
+_query = msgspec.msgpack.Decoder(wire.QueryRequest)
+_request = struct.Struct(">Q")
+
+
+def _on_parent_death() -> None:
+    """Ask the kernel for SIGTERM when the parent exits (Linux); elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def serve(endpoint: str, home: str, parent: int, name: str,
+          context: zmq.Context[Any] | None = None) -> None:
+    """Answer the front's queries until told ``stop`` or the parent is gone."""
+    ctx = context or zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.setsockopt(zmq.ROUTING_ID, name.encode())
+    sock.connect(endpoint)
+    try:
+        with Reader(home, read_only=False) as reader:
+            sock.send(READY)
+            while True:
+                if not sock.poll(PARENT_EVERY_MS, zmq.POLLIN):
+                    if os.getppid() != parent:
+                        log.warning("query worker %s: the hub (pid %d) is gone; exiting",
+                                    name, parent)
+                        return
+                    continue
+                parts = sock.recv_multipart()
+                if parts[0] == STOP:
+                    return
+                identity, request, access, query = parts
+                started = time.perf_counter()
+                decoded = _query.decode(query)
+                reply = answer_bytes(reader, _access.decode(access), decoded,
+                                     _request.unpack(request)[0])
+                sock.send_multipart([identity, reply,
+                                     _seconds.pack(time.perf_counter() - started),
+                                     decoded.query.encode()])
+    finally:
+        sock.close()
+        if context is None:
+            ctx.term()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The worker process: ``ENDPOINT HOME PARENT_PID NAME`` on the command line."""
+    endpoint, home, parent, name = (argv if argv is not None else sys.argv[1:])
+    _on_parent_death()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _terminate)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.getppid() != int(parent):
+        return  # the hub died before the death signal was asked for
+    serve(endpoint, home, int(parent), name)
+
+
+if __name__ == "__main__":
+    main()
