@@ -25,7 +25,7 @@ the track-record policy judges); ``total_*`` count every attributed outcome.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 from uuid import UUID
 
 import msgspec
@@ -33,6 +33,7 @@ from lessonledger.ledger.events import (
     DELTA_APPROVED,
     DELTA_PROPOSED,
     SKILL_REGISTERED,
+    AnyEvent,
     DeltaApproved,
     DeltaArchived,
     DeltaProposed,
@@ -42,8 +43,10 @@ from lessonledger.ledger.events import (
     SkillBaseRegistered,
     SkillResolved,
     decode_event,
+    tag_of,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.capabilities import permission_set
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
@@ -123,6 +126,11 @@ class _State(msgspec.Struct):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_State)
+#: The events the view folds: skill bases and their resolutions, deltas, and outcomes
+#: (which count towards the track record of the deltas rendered in their session).
+_FOLDS: frozenset[str] = frozenset(tag_of(kind) for kind in (
+    SkillBaseRegistered, SkillResolved, DeltaProposed, DeltaApproved, DeltaRejected,
+    DeltaArchived, DeltaRestaged, OutcomeObserved))
 
 
 class DeltaView:
@@ -195,13 +203,27 @@ class DeltaView:
 
     # -- the fold ---------------------------------------------------------------------
 
+    #: The types it folds (the runner hands it no other record) and whose bodies it reads.
+    folds: ClassVar[frozenset[str] | None] = _FOLDS
+    reads: ClassVar[frozenset[str]] = _FOLDS
+    decodes: ClassVar[frozenset[str]] = _FOLDS
+
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position, erased or not)."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records of types it does not fold."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         self._s.position = record.envelope.position
-        if record.payload is None or not record.envelope.type.startswith(
-                ("skill.", "delta.", "outcome.")):
+        if record.payload is None or record.envelope.type not in _FOLDS:
             return
-        event = decode_event(record.payload)
+        if event is None:
+            event = decode_event(record.payload)  # refused as it always was
         position, at = record.envelope.position, record.envelope.recorded_at
         match event:
             case SkillBaseRegistered():
