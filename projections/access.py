@@ -12,6 +12,7 @@ brings back a grant that a later, now erased, event had replaced or revoked.
 from __future__ import annotations
 
 from hashlib import sha256
+from typing import ClassVar
 from uuid import UUID
 
 import msgspec
@@ -19,9 +20,11 @@ from lessonledger.ledger.events import (
     ACCESS_GRANTED,
     NAMES_A_KEY,
     AccessGranted,
+    AnyEvent,
     decode_event,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["AccessView", "Grant", "key_stream"]
@@ -112,8 +115,22 @@ class AccessView(StateView[_State]):
         """The version the key's stream takes next (what a grant or revoke is written at)."""
         return self._s.versions.get(str(key_stream(public_key)), 0)
 
+    #: The types it folds (the runner hands it no other record) and whose bodies it reads.
+    folds: ClassVar[frozenset[str] | None] = NAMES_A_KEY
+    reads: ClassVar[frozenset[str]] = NAMES_A_KEY
+    decodes: ClassVar[frozenset[str]] = NAMES_A_KEY
+
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position)."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records that are not about a key."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         envelope = record.envelope
         self._s.position = envelope.position
         if envelope.type not in NAMES_A_KEY:
@@ -125,7 +142,8 @@ class AccessView(StateView[_State]):
             self._by_key.pop(old.public_key, None)
         if record.payload is None:
             return  # erased: the grant ends here (see the module docstring)
-        event = decode_event(record.payload)
+        if event is None:
+            event = decode_event(record.payload)  # refused as it always was
         if envelope.type == ACCESS_GRANTED and isinstance(event, AccessGranted):
             row = _Row(key_name=event.key_name, public_key=event.public_key,
                        principal=event.principal, read=sorted(set(event.read)),

@@ -14,9 +14,10 @@ few positions they need instead of scanning the whole log:
 - the **erasures**: each ``Erased`` record's position, kind and subject.
 
 Positions are kept whether or not their body is still there (an envelope outlives its
-body); a reader checks for the body. The bodies it reads are decoded only for the ids it
-keys by (a partial decode that skips every other field), and an erasure refolds it from
-position 0 like every view, so an erased body's ids leave it.
+body); a reader checks for the body. It reads the ids it keys by from the body the
+runner decoded for every view (a partial decode of its own only for a body that is not
+a catalogue event), and an erasure of bodies it read refolds it from position 0, so an
+erased body's ids leave it.
 
 It is saved as rows (:class:`~lessonledger.projections.runner.RowProjection`): a header
 (position, erasures, key holders) and, per principal, session, lesson and outcome, its
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
+from typing import ClassVar
 from uuid import UUID
 
 import msgspec
@@ -39,9 +41,11 @@ from lessonledger.ledger.events import (
     NAMES_A_LESSON,
     NAMES_A_PRINCIPAL,
     OUTCOME_OBSERVED,
+    AnyEvent,
     Erased,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 
 __all__ = ["CHUNK", "AuditIndex", "ErasureEntry"]
 
@@ -129,14 +133,30 @@ class AuditIndex:
         """Every ``Erased`` record, in log order."""
         return list(self._erasures)
 
+    #: It folds every record (by its envelope) and reads the bodies of these types.
+    folds: ClassVar[frozenset[str] | None] = None
+    reads: ClassVar[frozenset[str]] = _INDEXED | {ERASED}
+    decodes: ClassVar[frozenset[str]] = _INDEXED | {ERASED}
+
     def apply(self, record: Record) -> None:
         """Fold one record in."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position (never called: it folds every record)."""
+        self._position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         envelope = record.envelope
         position = self._position = envelope.position
         if envelope.type == ERASED:
             if record.payload is not None:
-                event = _erased.decode(record.payload)
-                self._erasures.append(ErasureEntry(position, event.what, event.subject))
+                erased = event
+                if not isinstance(erased, Erased):
+                    erased = _erased.decode(record.payload)  # refused as it always was
+                self._erasures.append(ErasureEntry(position, erased.what, erased.subject))
             return
         if envelope.principal:
             self._add("principal", envelope.principal, position)
@@ -147,21 +167,27 @@ class AuditIndex:
             self._holders.pop(str(envelope.stream_id), None)
         if record.payload is None or envelope.type not in _INDEXED:
             return
-        try:
-            ids = _ids.decode(record.payload)
-        except msgspec.DecodeError:
-            return  # another writer's body under our tag: nothing of ours to index
+        if event is not None:  # the fields the partial decode would read, by name
+            lesson_id: UUID | None = getattr(event, "lesson_id", None)
+            outcome_id: UUID | None = getattr(event, "outcome_id", None)
+            principal: str | None = getattr(event, "principal", None)
+        else:
+            try:
+                ids = _ids.decode(record.payload)
+            except msgspec.DecodeError:
+                return  # another writer's body under our tag: nothing of ours to index
+            lesson_id, outcome_id, principal = ids.lesson_id, ids.outcome_id, ids.principal
         if envelope.type in NAMES_A_KEY:
-            self._key_event(envelope.type, str(envelope.stream_id), ids.principal,
+            self._key_event(envelope.type, str(envelope.stream_id), principal,
                             envelope.principal, position)
-        elif (envelope.type in NAMES_A_PRINCIPAL and ids.principal
-              and ids.principal != envelope.principal):
-            self._add("principal", ids.principal, position)
-        if ids.lesson_id is not None and envelope.type in NAMES_A_LESSON:
-            self._add("lesson", str(ids.lesson_id), position)
-        if ids.outcome_id is not None and (envelope.type in CITES_AN_OUTCOME
-                                           or envelope.type == OUTCOME_OBSERVED):
-            self._add("outcome", str(ids.outcome_id), position)
+        elif (envelope.type in NAMES_A_PRINCIPAL and principal
+              and principal != envelope.principal):
+            self._add("principal", principal, position)
+        if lesson_id is not None and envelope.type in NAMES_A_LESSON:
+            self._add("lesson", str(lesson_id), position)
+        if outcome_id is not None and (envelope.type in CITES_AN_OUTCOME
+                                       or envelope.type == OUTCOME_OBSERVED):
+            self._add("outcome", str(outcome_id), position)
 
     def _key_event(self, kind: str, stream: str, named: str | None, stamped: str,
                    position: int) -> None:

@@ -25,15 +25,15 @@ the track-record policy judges); ``total_*`` count every attributed outcome.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 from uuid import UUID
 
 import msgspec
 from lessonledger.ledger.events import (
     DELTA_APPROVED,
     DELTA_PROPOSED,
-    EVENT_TYPES,
     SKILL_REGISTERED,
+    AnyEvent,
     DeltaApproved,
     DeltaArchived,
     DeltaProposed,
@@ -43,16 +43,15 @@ from lessonledger.ledger.events import (
     SkillBaseRegistered,
     SkillResolved,
     decode_event,
+    tag_of,
 )
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.capabilities import permission_set
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["LIVE", "BaseRow", "DeltaRow", "DeltaStatus", "DeltaView", "skill_key"]
 
-#: The catalogue's events this view reads; an event of another type is passed over
-#: undecoded, however its type is spelled.
-_READ = frozenset(t for t in EVENT_TYPES if t.startswith(("skill.", "delta.", "outcome.")))
 
 DeltaStatus = Literal["staged", "active", "rejected", "archived", "orphaned", "superseded"]
 #: Statuses a base change orphans.
@@ -127,6 +126,13 @@ class _State(msgspec.Struct):
     first: dict[str, list[UUID]] = {}
 
 
+#: The events the view folds: skill bases and their resolutions, deltas, and outcomes
+#: (which count towards the track record of the deltas rendered in their session).
+_FOLDS: frozenset[str] = frozenset(tag_of(kind) for kind in (
+    SkillBaseRegistered, SkillResolved, DeltaProposed, DeltaApproved, DeltaRejected,
+    DeltaArchived, DeltaRestaged, OutcomeObserved))
+
+
 class DeltaView(StateView[_State]):
     """Folds skill and delta events; resolution and the commands read it."""
 
@@ -185,12 +191,27 @@ class DeltaView(StateView[_State]):
 
     # -- the fold ---------------------------------------------------------------------
 
+    #: The types it folds (the runner hands it no other record) and whose bodies it reads.
+    folds: ClassVar[frozenset[str] | None] = _FOLDS
+    reads: ClassVar[frozenset[str]] = _FOLDS
+    decodes: ClassVar[frozenset[str]] = _FOLDS
+
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position, erased or not)."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records of types it does not fold."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         self._s.position = record.envelope.position
-        if record.payload is None or record.envelope.type not in _READ:
-            return  # erased, or not ours (another application's ``outcome.custom``)
-        event = decode_event(record.payload)
+        if record.payload is None or record.envelope.type not in _FOLDS:
+            return
+        if event is None:
+            event = decode_event(record.payload)  # refused as it always was
         position, at = record.envelope.position, record.envelope.recorded_at
         match event:
             case SkillBaseRegistered():

@@ -9,17 +9,23 @@ learning.
 
 from __future__ import annotations
 
+from typing import ClassVar
 from uuid import UUID
 
 import msgspec
-from lessonledger.ledger.events import EVENT_TYPES, ConsumerDeclared, FactLearned, decode_event
+from lessonledger.ledger.events import (
+    AnyEvent,
+    ConsumerDeclared,
+    FactLearned,
+    decode_event,
+    tag_of,
+)
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["FactRow", "FactView"]
 
-#: The catalogue's events this view reads; an event of another type is passed over.
-_READ = frozenset(t for t in EVENT_TYPES if t.startswith("fact."))
 
 
 class FactRow(msgspec.Struct, kw_only=True):
@@ -40,6 +46,10 @@ class _State(msgspec.Struct):
     position: int = 0
     facts: dict[str, FactRow] = {}
     consumers: dict[str, list[str]] = {}
+
+
+#: The events the table folds.
+_FOLDS: frozenset[str] = frozenset(tag_of(kind) for kind in (FactLearned, ConsumerDeclared))
 
 
 class FactView(StateView[_State]):
@@ -71,12 +81,28 @@ class FactView(StateView[_State]):
         """Facts that no declared consumer reads."""
         return [r for r in self.facts() if not self._s.consumers.get(r.namespace)]
 
+    #: The types it folds (the runner hands it no other record) and whose bodies it reads.
+    folds: ClassVar[frozenset[str] | None] = _FOLDS
+    reads: ClassVar[frozenset[str]] = _FOLDS
+    decodes: ClassVar[frozenset[str]] = _FOLDS
+
     def apply(self, record: Record) -> None:
         """Fold one record in (every record moves the position)."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records of types it does not fold."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         self._s.position = record.envelope.position
-        if record.payload is None or record.envelope.type not in _READ:
-            return  # erased, or not ours (another application's ``fact.custom``)
-        match decode_event(record.payload):
+        if record.payload is None or record.envelope.type not in _FOLDS:
+            return
+        if event is None:
+            event = decode_event(record.payload)  # refused as it always was
+        match event:
             case FactLearned() as event:
                 key = f"{event.namespace}\x1f{event.key}\x1f{event.scope}"
                 old = self._s.facts.get(key)

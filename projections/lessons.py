@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-from typing import Union
+from operator import attrgetter
+from typing import ClassVar, Union, cast
 from uuid import UUID
 
 import msgspec
@@ -40,6 +41,7 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections import lesson_rows_store as saved_rows
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.lesson_rows import (
     ACTIVE,
     Adoption,
@@ -90,6 +92,8 @@ _RECALLED = tag_of(LessonRecalled)
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(
     Union[_CLASSES])  # noqa: UP007
 _recalled = msgspec.msgpack.Decoder(_Recalled)
+#: An operation's place in its task, what an outcome's operations are folded in order of.
+_ORDER = attrgetter("order")
 #: Sessions whose recalled lessons are kept as a set too (an agent's session is short).
 _RECENT_SESSIONS = 256
 
@@ -463,15 +467,22 @@ class LessonView:
         return [texts[n] for n in numbers]
 
     def _numbers(self, texts: Iterable[str]) -> array[int]:
-        numbers, index, known = array("L"), self._id_numbers, self._id_texts
-        for text in texts:
-            n = index.get(text)
-            if n is None:
-                n = index[text] = len(known)
-                known.append(text)
-                self._id_uuids.append(UUID(text))
-            numbers.append(n)
-        return numbers
+        texts = list(texts)
+        index = self._id_numbers
+        # Most ids were recalled before: looked up in one pass in C, then numbered one by
+        # one only if some are new (in the order they come, as a loop over all would).
+        found = list(map(index.get, texts))
+        if None in found:
+            known = self._id_texts
+            for place, text in enumerate(texts):
+                if found[place] is None:
+                    n = index.get(text)
+                    if n is None:
+                        n = index[text] = len(known)
+                        known.append(text)
+                        self._id_uuids.append(UUID(text))
+                    found[place] = n
+        return array("L", cast(list[int], found))
 
     def _state(self, *, outcomes: bool = True) -> State:
         """The state as dumped: recalls spelled out as the ids' text, every outcome."""
@@ -481,8 +492,23 @@ class LessonView:
 
     # -- the fold ---------------------------------------------------------------------
 
+    #: The types it folds (the runner hands it no other record), whose bodies it reads,
+    #: and whose catalogue event it takes from the runner (a recall it decodes itself).
+    folds: ClassVar[frozenset[str] | None] = FOLDED
+    reads: ClassVar[frozenset[str]] = FOLDED
+    decodes: ClassVar[frozenset[str]] = FOLDED - {_RECALLED}
+
     def apply(self, record: Record) -> None:
         """Fold one record in; records must come in position order."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records of types it does not fold."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         envelope = record.envelope
         self._s.position = self._outcomes.limit = envelope.position
         if record.payload is None or envelope.type not in FOLDED:
@@ -490,10 +516,12 @@ class LessonView:
             # an event no lesson reads: passed over undecoded
         try:
             if envelope.type == _RECALLED:
+                # Only this view reads a recall, and its partial decoder is the cheaper.
                 self._recall(_recalled.decode(record.payload), envelope.session,
                              envelope.occurred_at)
                 return
-            event = _decoder.decode(record.payload)
+            if not isinstance(event, _CLASSES):
+                event = _decoder.decode(record.payload)  # refused as it always was
         except msgspec.DecodeError:
             return  # not a lesson event (an eventsourcing application's, say)
         if isinstance(event, OutcomeObserved):
@@ -507,7 +535,7 @@ class LessonView:
             if not self._full:
                 self._dirty_lessons.add(row.lesson_id)
             self._place(row)
-            if envelope.stream_id == row.lesson_id:
+            if _on_stream_of(envelope.stream, row.lesson_id):
                 row.version = envelope.version
             if isinstance(event, LessonProposed) and event.vector:
                 row.vector_at = envelope.position
@@ -519,10 +547,11 @@ class LessonView:
                     self._touch(lesson_id)
                 if event.fingerprint:
                     seen = self._s.observed.setdefault(event.project, {})
-                    if any(seen.get(c) != v for c, v in event.fingerprint.items()):
+                    # Some component unseen or changed (compared in C, pair by pair).
+                    if not event.fingerprint.items() <= seen.items():
                         seen.update(event.fingerprint)
                         self._touched(event.project)  # which global lessons hold there
-                for op in sorted(event.operations, key=lambda o: o.order):
+                for op in sorted(event.operations, key=_ORDER):
                     key = failure_key(event.project, op.op, op.target)
                     if op.ok:
                         if key in self._s.failures:  # it worked: no streak of failures
@@ -754,3 +783,12 @@ class LessonView:
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1
+
+
+def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:
+    """True when the stream key ``stream`` is the lesson's own stream.
+
+    What ``stream_id_of(stream) == lesson_id`` says, without making a UUID of the key
+    (a UUID's stream key is tag 1, a 2-byte length, then its 16 bytes).
+    """
+    return stream[0] == 1 and int.from_bytes(stream[3:19], "big") == lesson_id.int

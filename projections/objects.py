@@ -18,6 +18,7 @@ are events). What it keeps:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 import msgspec
 from lessonledger.ledger.envelope import GENESIS, chain_link, encode_envelope
@@ -25,6 +26,7 @@ from lessonledger.ledger.events import (
     ERASED,
     ERASURE_ACKNOWLEDGED,
     SNAPSHOT_TAKEN,
+    AnyEvent,
     Erased,
     ErasureAcknowledged,
     SnapshotTaken,
@@ -38,6 +40,7 @@ from lessonledger.ledger.objects import (
     segment_id,
     snapshot_id,
 )
+from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["ErasureRow", "NamedSnapshot", "ObjectView"]
@@ -91,6 +94,10 @@ class _State(msgspec.Struct):
     read_at: list[int] | None = None
 
 
+#: The events whose bodies the view reads; every other record counts by its envelope.
+_READS: frozenset[str] = frozenset({ERASED, SNAPSHOT_TAKEN, ERASURE_ACKNOWLEDGED})
+
+
 class ObjectView(StateView[_State]):
     """Folds every record into segment ids; folds snapshots, refs and erasures."""
 
@@ -110,14 +117,30 @@ class ObjectView(StateView[_State]):
 
     # -- folding -------------------------------------------------------------------
 
+    #: It folds every record (by its envelope) and reads the bodies of these types.
+    folds: ClassVar[frozenset[str] | None] = None
+    reads: ClassVar[frozenset[str]] = _READS
+    decodes: ClassVar[frozenset[str]] = _READS
+
     def apply(self, record: Record) -> None:
         """Fold one record: its envelope into the open segment, its event if ours."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Never called: every record's envelope goes into a segment."""
+        msg = "the object view folds every record; it cannot skip one"
+        raise AssertionError(msg)
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         envelope = record.envelope
         kind = envelope.type
-        if record.payload is not None and kind in (ERASED, SNAPSHOT_TAKEN, ERASURE_ACKNOWLEDGED):
+        if record.payload is not None and kind in _READS:
             if self._s.read_at is not None:
                 self._s.read_at.append(envelope.position)
-            event = decode_event(record.payload)
+            if event is None:
+                event = decode_event(record.payload)  # refused as it always was
             if isinstance(event, Erased):
                 self._erased(envelope.position, event)
             elif isinstance(event, SnapshotTaken):

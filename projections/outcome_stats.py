@@ -2,8 +2,8 @@
 
 A fold over ``OutcomeObserved`` events alone: a project's outcomes and passes, and per
 operation on a target how often it was tried and how often it failed, with the last
-error. It decodes only the outcome events (a typed decoder for one tag), so it folds a
-log of any mix at the speed of a scan. Rebuilt from position 0 it equals the view kept
+error. It reads only the outcome events (the runner hands it no other), so it folds a log
+of any mix at the speed of a scan. Rebuilt from position 0 it equals the view kept
 incrementally; an erasure refolds it (the runner's job), so an erased outcome's figures
 go with it.
 
@@ -16,10 +16,12 @@ a save writes only the rows its outcomes changed, in the command's transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import ClassVar
 
 import msgspec
-from lessonledger.ledger.events import OUTCOME_OBSERVED, OutcomeObserved
+from lessonledger.ledger.events import OUTCOME_OBSERVED, AnyEvent, OutcomeObserved
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 
 __all__ = ["OperationStats", "OutcomeStats", "ProjectStats"]
 
@@ -61,6 +63,7 @@ _row_encoder = msgspec.msgpack.Encoder()
 _counts = msgspec.msgpack.Decoder(tuple[int, int])
 _operation = msgspec.msgpack.Decoder(tuple[int, int, str])
 _outcome = msgspec.msgpack.Decoder(OutcomeObserved)
+_FOLDS = frozenset({OUTCOME_OBSERVED})
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
 
@@ -84,15 +87,30 @@ class OutcomeStats:
         """A project's statistics (empty when it has no outcome)."""
         return self._s.projects.get(project) or ProjectStats()
 
+    #: The types it folds (the runner hands it no other record) and whose bodies it reads.
+    folds: ClassVar[frozenset[str] | None] = _FOLDS
+    reads: ClassVar[frozenset[str]] = _FOLDS
+    decodes: ClassVar[frozenset[str]] = _FOLDS
+
     def apply(self, record: Record) -> None:
         """Fold one record in; only an outcome with its body counts."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records that are not outcomes."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
         self._s.position = record.envelope.position
         if record.envelope.type != OUTCOME_OBSERVED or record.payload is None:
             return
-        try:
-            event = _outcome.decode(record.payload)
-        except msgspec.DecodeError:
-            return  # another writer's body under our tag: not ours to count
+        if not isinstance(event, OutcomeObserved):
+            try:
+                event = _outcome.decode(record.payload)  # refused as it always was
+            except msgspec.DecodeError:
+                return  # another writer's body under our tag: not ours to count
         stats = self._s.projects.setdefault(event.project, ProjectStats())
         stats.outcomes += 1
         stats.passed += event.passed

@@ -7,11 +7,16 @@ registered with a name and two ways to make it (empty, or from saved bytes), and
 :class:`Runner` does the rest:
 
 - **fold** every view from where it stands to the head (or to a position), each record
-  applied once to each view that has not seen it, in order;
+  applied once to each view that has not seen it, in order. A :class:`Selective` view
+  (every registered one) says which record types it folds and which bodies it reads:
+  it is handed only those records, each body decoded once for all the views that read
+  it, and its position is moved over the rest, so it ends where a fold of every record
+  leaves it;
 - **refold at an erasure**: an ``Erased`` record means bodies before it are gone, so
   every view it may have fed is made afresh and folded from position 0 through the
   erasure, and nothing folded from an erased body survives in memory (a view whose
-  ``survives_erasure(positions)`` says those bodies never fed it is kept);
+  ``survives_erasure(positions)`` says those bodies never fed it is kept, and so is a
+  selective view that reads the bodies of none of the erased records' types);
 - **rebuild** a view (or all) from position 0, and fold fresh copies **as of** a
   position, for ``--as-of``;
 - **save** each view with the position it reflects: whole, or, for a view that keeps
@@ -30,16 +35,18 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, TypeGuard, runtime_checkable
 
 import lmdb
-from lessonledger.ledger.events import ERASED, Erased, decode_event
+import msgspec
+from lessonledger.ledger.events import ERASED, AnyEvent, Erased, decode_event
 from lessonledger.ledger.log import Record
+from lessonledger.projections.body import decode, shared_event
 from lessonledger.projections.errors import UnknownViewError
 from lessonledger.projections.store import ViewStore
 
 __all__ = ["PROGRESS_EVERY", "Projection", "Registered", "RowProjection", "Runner",
-           "Scannable"]
+           "Scannable", "Selective"]
 
 #: How often a long fold reports its progress, in positions.
 PROGRESS_EVERY = 5000
@@ -83,6 +90,39 @@ class RowProjection(Projection, Protocol):
 
     def saved(self) -> None:
         """What :meth:`changes` (or :meth:`rows`) gave is stored: track from here."""
+        ...
+
+
+@runtime_checkable
+class Selective(Projection, Protocol):
+    """A view that says which records it folds, and takes their bodies decoded once.
+
+    Optional: a view without these is handed every record through ``apply``. The runner
+    hands a selective view only the records of the types in :attr:`folds`, each with its
+    body decoded once for all the views that read it (:mod:`.body`), and moves its
+    position over the rest with :meth:`skip_to`, so it stands where a fold of every
+    record would leave it.
+    """
+
+    #: The types of the records that change it beyond its position (None: every type).
+    #: For a record of any other type, ``apply`` must do nothing but move the position.
+    folds: ClassVar[frozenset[str] | None]
+    #: The types whose bodies (or their absence, once erased) can change it: an erasure
+    #: of bodies of none of these types leaves it as it is.
+    reads: ClassVar[frozenset[str]]
+    #: The types whose body it reads as the catalogue event :meth:`fold` is given.
+    decodes: ClassVar[frozenset[str]]
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As ``apply``, given the body's catalogue event when ``decodes`` has its type.
+
+        None for any other type, an erased body, or a body that does not decode as a
+        catalogue event: the view then reads the payload itself, as ``apply`` would.
+        """
+        ...
+
+    def skip_to(self, position: int) -> None:
+        """Move the position to ``position`` over records it does not fold."""
         ...
 
 
@@ -183,31 +223,48 @@ class Runner:
             settled = 0 if react is None else max(
                 (r.envelope.position for r in _until(log.scan(start + 1), stop)
                  if r.envelope.type == ERASED), default=0)
-            for record in _until(log.scan(start + 1), stop):
-                position = record.envelope.position
-                if record.envelope.type == ERASED:
+            plan = _Plan(self.views.values())
+            last = start
+            for record in log.scan(start + 1):
+                envelope = record.envelope
+                position = envelope.position
+                if stop is not None and position > stop:
+                    break
+                if envelope.type == ERASED:
+                    plan.settle(position - 1)
                     self._refold(log, record)
+                    plan = _Plan(self.views.values())
                 else:
-                    for view in self.views.values():
-                        if view.position < position:
-                            view.apply(record)
+                    plan.fold(record, position > ahead)
                 if react is not None and position > max(ahead, settled):
+                    plan.settle(position)  # the policies read the views
                     react(record)
+                last = position
+            plan.settle(last)
             if self.position == start or (stop is not None and self.position >= stop):
                 return self.position
 
     def _refold(self, log: Scannable, record: Record) -> None:
         """Every view the erasure ``record`` touches made afresh and folded through it.
 
-        A view that says the erased bodies never fed it (``survives_erasure``, given the
-        positions the erasure names) is kept and folds the record like any other: what
-        it holds is what a fresh fold would give. Every other view is folded from 0.
+        A view is kept, and folds the record like any other, when the erased bodies
+        never fed it: it says so (``survives_erasure``, given the positions the erasure
+        names), or it is :class:`Selective` and reads the body of no record of the types
+        at those positions. What a kept view holds is then what a fresh fold would give.
+        Every other view is folded from 0.
         """
         position = record.envelope.position
         named = _named(record)
-        kept = {name: view for name, view in self.views.items()
-                if named is not None and _survives(view, named)}
-        fresh = self.fresh(log, position, [n for n in self.views if n not in kept])
+        kept = {} if named is None else {
+            name: view for name, view in self.views.items() if _survives(view, named)}
+        readers = {name: view for name, view in self.views.items()
+                   if name not in kept and _is_selective(view)}
+        if named and readers:
+            erased = _types_at(log, named, position)
+            kept.update((name, view) for name, view in readers.items()
+                        if view.reads.isdisjoint(erased))
+        again = [n for n in self.views if n not in kept]
+        fresh = self.fresh(log, position, again) if again else {}
         for view in kept.values():
             if view.position < position:
                 view.apply(record)
@@ -223,12 +280,33 @@ class Runner:
         every :data:`PROGRESS_EVERY` records.
         """
         views = {name: self._entry(name).fresh() for name in (names or self.registry)}
+        if not views:
+            return views
+        plan = _Plan(views.values())
+        by_type = plan.by_type
+        last = 0
         with _no_cycle_collection():
-            for record in _until(log.scan(1), stop):
-                for view in views.values():
-                    view.apply(record)
-                if progress is not None and record.envelope.position % PROGRESS_EVERY == 0:
-                    progress(record.envelope.position)
+            # The loop of every rebuild: what plan.fold does, inlined (every call counts).
+            for record in log.scan(1):
+                envelope = record.envelope
+                position = envelope.position
+                if stop is not None and position > stop:
+                    break
+                takers, decoded = by_type.get(envelope.type) or plan.takers(envelope.type)
+                if takers:
+                    event = None
+                    if decoded and record.payload is not None:
+                        try:
+                            event = decode(record.payload)
+                        except msgspec.DecodeError:
+                            event = None
+                    for _, fold in takers:
+                        fold(record, event)
+                last = position
+                if progress is not None and position % PROGRESS_EVERY == 0:
+                    plan.settle(position)
+                    progress(position)
+            plan.settle(last)
         return views
 
     def rebuild(self, log: Scannable, names: Iterable[str] | None = None, *,
@@ -304,6 +382,90 @@ def _named(record: Record) -> list[int] | None:
     return list(event.positions) if isinstance(event, Erased) else None
 
 
+def _types_at(log: Scannable, positions: list[int], stop: int) -> set[str]:
+    """The types of the records at ``positions`` (all before ``stop``): one scan."""
+    wanted = set(positions)
+    found: set[str] = set()
+    for record in log.scan(min(wanted)):
+        position = record.envelope.position
+        if position >= stop:
+            break
+        if position in wanted:
+            found.add(record.envelope.type)
+    return found
+
+
+_Fold = Callable[[Record, "AnyEvent | None"], None]
+
+
+class _Plan:
+    """Which views fold a record of each type, asked once per type, and their positions.
+
+    A :class:`Selective` view is handed only the types it folds, and its position is
+    moved over the rest when someone may look (:meth:`settle`): before a reaction, an
+    erasure's refold, and when a fold ends. Any other view is handed every record. A
+    body is decoded once, and only when a view it goes to reads it.
+    """
+
+    __slots__ = ("_lagging", "_views", "by_type")
+
+    def __init__(self, views: Iterable[Projection]) -> None:
+        self._views = list(views)
+        # A view that folds every type never lags, so is never moved.
+        self._lagging = [v for v in self._views if _is_selective(v) and v.folds is not None]
+        #: By type: the views that fold it (with how to hand them a record) and whether
+        #: any of them reads its body decoded.
+        self.by_type: dict[str, tuple[list[tuple[Projection, _Fold]], bool]] = {}
+
+    def takers(self, kind: str) -> tuple[list[tuple[Projection, _Fold]], bool]:
+        """The views that fold records of type ``kind``, and whether to decode the body."""
+        found = self.by_type.get(kind)
+        if found is not None:
+            return found
+        takers: list[tuple[Projection, _Fold]] = []
+        decode = False
+        for view in self._views:
+            if not _is_selective(view):
+                takers.append((view, _applier(view)))
+            elif view.folds is None or kind in view.folds:
+                takers.append((view, view.fold))
+                decode = decode or kind in view.decodes
+        found = self.by_type[kind] = (takers, decode)
+        return found
+
+    def fold(self, record: Record, unseen: bool) -> None:
+        """Hand ``record`` to each view that folds its type (``unseen``: none has it yet)."""
+        takers, decode = self.by_type.get(record.envelope.type) or self.takers(
+            record.envelope.type)
+        if not takers:
+            return
+        event = shared_event(record.payload) if decode else None
+        if unseen:
+            for _, fold in takers:
+                fold(record, event)
+            return
+        position = record.envelope.position
+        for view, fold in takers:
+            if view.position < position:
+                fold(record, event)
+
+    def settle(self, position: int) -> None:
+        """Move every selective view that has not reached ``position`` to it."""
+        for view in self._lagging:
+            if view.position < position:
+                view.skip_to(position)
+
+
+def _applier(view: Projection) -> _Fold:
+    """A plain view's ``apply``, called as a selective view's ``fold`` is."""
+    apply = view.apply
+
+    def fold(record: Record, _event: AnyEvent | None) -> None:
+        apply(record)
+
+    return fold
+
+
 def _survives(view: Projection, positions: list[int]) -> bool:
     """True when ``view`` declares that erasing ``positions`` leaves it as it is."""
     survives = getattr(view, "survives_erasure", None)
@@ -325,6 +487,18 @@ def _no_cycle_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _is_selective(view: Projection) -> TypeGuard[Selective]:
+    """True for a :class:`Selective` view (its class read once)."""
+    kind = type(view)
+    selective = _SELECTIVE_KINDS.get(kind)
+    if selective is None:
+        selective = _SELECTIVE_KINDS[kind] = isinstance(view, Selective)
+    return selective
+
+
+_SELECTIVE_KINDS: dict[type, bool] = {}
 
 
 def _keeps_rows(view: Projection) -> bool:
