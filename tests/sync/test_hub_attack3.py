@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 
 import msgspec
 import pytest
-from hubtools import HubProcess, hub
+from hubtools import HubProcess, Keys, hub
 from lessonledger.commands import Ledger
 from lessonledger.commands.handlers import command_id
 from lessonledger.commands.messages import ObserveOutcome
@@ -21,7 +21,7 @@ from lessonledger.ledger.errors import StreamConflictError
 from lessonledger.ledger.events import OUTCOME_OBSERVED
 from lessonledger.ledger.ids import derived_id
 from lessonledger.sync import RemoteLedger, wire
-from test_hub_access import Keys, P, Q, grant, pair
+from test_hub_access import P, Q, grant, pair
 
 
 @pytest.fixture(scope="module")
