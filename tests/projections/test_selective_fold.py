@@ -150,6 +150,7 @@ def test_a_fold_that_skips_and_shares_equals_every_view_reading_every_record(
                     for n, ((kind, payload), principal, session) in enumerate(records)])
         runner = Runner(registry())
         outcome: Any = None
+        fresh: Any = None
         try:
             for upto, positions in erasures:
                 runner.fold(log, stop=upto)
