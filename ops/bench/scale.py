@@ -23,10 +23,10 @@ fresh process:
 - **pages per commit**: bytes written per commit over the page size, beside the depth of
   the log's trees. A commit rewrites, in each tree it changes, the leaf and every branch
   page above it, then the main tree (it holds the trees' roots), the free-page tree and a
-  meta page: with the log, stream and id trees 3, 3 and 3 deep that is 3 + 3 + 3 + 2 + 1
-  = 12 pages, 48 KB, for one command of two or three events (about 3-5 KB stored), so
-  one command per fsync'd commit cannot come near 3x; only many events per commit can,
-  and then each event's random stream and id keys still land on a page of their own.
+  meta page: with the log, stream and id trees 3 deep that is 3 + 3 + 3 + 1 + 1 + 1 =
+  12 pages, 48 KB, for one command of two or three events (about 5-7 KB stored), so one
+  command per fsync'd commit cannot come near 3x (that needs 16 KB of events a commit);
+  batched, each event's random stream and id keys still land on a page of their own.
 
 Every figure is printed beside the baseline it is judged against, from the same run.
 """
