@@ -24,10 +24,15 @@ def minted(decided: list[Any]) -> dict[str, UUID]:
 
 
 def minted_events(events: list[Any]) -> dict[str, UUID]:
-    """The ids the first outcome and the first proposed lesson among ``events`` carry."""
+    """The ids the first outcome, proposed lesson and proposed delta among ``events`` carry.
+
+    Minted where the events are decided, so a hub's receipt names the ids its principal's
+    command got: a client cannot derive them, since a key is scoped by the principal the
+    hub binds to the client's key.
+    """
     ids: dict[str, UUID] = {}
     for event in events:
-        for name in ("outcome_id", "lesson_id"):
+        for name in ("outcome_id", "lesson_id", "delta_id"):
             value = getattr(event, name, None)
             if value is not None and name not in ids and tag_of(type(event)) in MINTS_AN_ID:
                 ids[name] = value

@@ -43,7 +43,6 @@ from uuid import UUID, uuid4
 
 import msgspec
 from lessonledger.commands.errors import InvalidCommandError
-from lessonledger.commands.handlers import command_id
 from lessonledger.commands.messages import command_from
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_errors import (
@@ -63,7 +62,6 @@ from lessonledger.commands.skill_messages import (
     SkillCommand,
 )
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ledger.ids import derived_id
 from lessonledger.projections.anchors import body_digest
 from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
 from lessonledger.projections.facts import FactRow, FactView
@@ -111,9 +109,7 @@ class SkillVerbs:
         """Propose a delta (staged); ``receipt.ids["delta_id"]`` names it."""
         fields = {"skill": skill, **fields}
         fields.setdefault("key", f"propose_delta:{uuid4()}")
-        receipt = self._run(ProposeDelta, fields)
-        delta_id = derived_id(command_id(fields["key"], fields.get("principal", "")), "delta")
-        return msgspec.structs.replace(receipt, ids={**receipt.ids, "delta_id": delta_id})
+        return self._run(ProposeDelta, fields)
 
     def approve(self, delta_ids: Iterable[UUID], **fields: Any) -> Receipt:
         """Approve staged deltas, or re-approve orphans, all or none."""

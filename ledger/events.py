@@ -402,6 +402,7 @@ class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
     """
 
     names_a_delta: ClassVar[bool] = True
+    mints_an_id: ClassVar[bool] = True
 
     delta_id: UUID
     skill: Name

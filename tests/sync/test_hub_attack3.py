@@ -27,7 +27,7 @@ from test_hub_access import P, Q, grant, pair
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
     base = tmp_path_factory.mktemp("attack3")
-    keys = Keys(base / "keys")
+    keys = Keys(base / "keys", ("alice", "bob", "ops"))
     with Ledger(base / "home") as ledger:
         grant(ledger, keys, "alice", "alice", read=[P], write=[P])
         grant(ledger, keys, "bob", "bob", read=[Q], write=[Q])
