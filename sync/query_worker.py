@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import struct
 import sys
@@ -111,9 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if os.getppid() != int(parent):
-        return  # the hub died before the death signal was asked for
-    serve(endpoint, home, int(parent), name)
+    try:
+        if os.getppid() == int(parent):  # else the hub died before the signal was asked for
+            serve(endpoint, home, int(parent), name)
+    finally:
+        if os.getppid() != int(parent):
+            # The hub is gone (killed): nobody else removes its private directory.
+            shutil.rmtree(os.path.dirname(endpoint.removeprefix("ipc://")),
+                          ignore_errors=True)
 
 
 if __name__ == "__main__":
