@@ -490,27 +490,28 @@ def _no_cycle_collection() -> Iterator[None]:
 
 
 def _is_selective(view: Projection) -> TypeGuard[Selective]:
-    """True for a :class:`Selective` view (its class read once)."""
-    kind = type(view)
-    selective = _SELECTIVE_KINDS.get(kind)
-    if selective is None:
-        selective = _SELECTIVE_KINDS[kind] = isinstance(view, Selective)
-    return selective
-
-
-_SELECTIVE_KINDS: dict[type, bool] = {}
+    """True for a :class:`Selective` view."""
+    return _implements(view, Selective)
 
 
 def _keeps_rows(view: Projection) -> bool:
-    """True for a :class:`RowProjection` (its class read once, not every member checked)."""
-    kind = type(view)
-    keeps = _ROW_KINDS.get(kind)
-    if keeps is None:
-        keeps = _ROW_KINDS[kind] = isinstance(view, RowProjection)
-    return keeps
+    """True for a :class:`RowProjection`."""
+    return _implements(view, RowProjection)
 
 
-_ROW_KINDS: dict[type, bool] = {}
+def _implements(view: Projection, protocol: type) -> bool:
+    """``isinstance`` against a runtime protocol, its answer kept per class.
+
+    A protocol check reads every member, and the fold asks it of every view at every pass.
+    """
+    key = (type(view), protocol)
+    answer = _IMPLEMENTS.get(key)
+    if answer is None:
+        answer = _IMPLEMENTS[key] = isinstance(view, protocol)
+    return answer
+
+
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
 
 
 class _Lazy:
