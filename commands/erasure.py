@@ -172,17 +172,19 @@ def _about(log: Writing, index: AuditIndex, lessons: set[UUID]) -> list[int]:
 
 def _outcome(log: Writing, index: AuditIndex, outcome_id: UUID) -> list[int]:
     """The outcome, what the policies decided from it (and from that), and its lessons."""
-    outcome = next((r for r in _records(log, index.positions("outcome", str(outcome_id)))
-                    if r.payload is not None and r.envelope.type == OUTCOME_OBSERVED), None)
-    if outcome is None:
+    # Every observation of the id: a publisher may observe one again (on a stream of its
+    # own), and the view shows the last, so erasing the first alone would leave it.
+    observed = [r for r in _records(log, index.positions("outcome", str(outcome_id)))
+                if r.payload is not None and r.envelope.type == OUTCOME_OBSERVED]
+    if not observed:
         # An outcome's stream is its id (handlers._observe): what is left once erased.
         erased = [r.envelope.position for r in log.scan()
                   if r.envelope.type == OUTCOME_OBSERVED and r.payload is None
                   and r.envelope.stream_id == outcome_id]
         raise UnknownOutcomeError(outcome_id, erased[0] if erased else None)
-    positions = {outcome.envelope.position}
+    positions = {r.envelope.position for r in observed}
     lessons: set[UUID] = set()
-    triggers = [outcome.envelope]
+    triggers = [r.envelope for r in observed]
     while triggers:
         # The policies' events carry ids derived from their trigger's, numbered from 0,
         # and may be triggers themselves (a lesson proposed, then promoted or absorbed).

@@ -8,14 +8,16 @@ event is the first on its own stream (its id), so the log's stream index finds i
 lookup. So a view loaded from a home keeps only the outcomes it folded last in memory
 and reads any other from the log when asked, and none is saved with the view.
 
-Two things make that exact, whatever the log holds:
+Three things make that exact, whatever the log holds:
 
 - an outcome is found only at or before the position the view has folded (a view
   behind the head, or a proposal citing an outcome observed after it, sees what a fold
   would have seen);
 - an outcome not first on a stream of its own id (a raw submission on another stream,
   or an id observed again) is *irregular*: it is kept in memory and saved with the view
-  (``x`` rows), and the last observation of an id wins, as in a fold.
+  (``x`` rows), and the last observation of an id wins, as in a fold;
+- an outcome folded in the write transaction still open is never dropped from memory
+  (the log read finds only what is committed), however many one group commit holds.
 
 A view folded from position 0 outside a home (a rebuild, ``--as-of``, the refold at an
 erasure, whose log may hold bodies the committed log still shows) keeps every outcome in
@@ -37,9 +39,9 @@ from lessonledger.projections.lesson_rows import OutcomeRow
 
 __all__ = ["RECENT", "OutcomeLog", "OutcomeTable", "is_regular", "outcome_row"]
 
-#: Outcomes a view reading the log keeps in memory: the ones it folded last. At least
-#: every outcome of one write transaction must be among them (the log read is of what is
-#: committed), so a group commit of up to this many outcomes is exact.
+#: Outcomes a view reading the log keeps in memory: the ones it folded last. One not yet
+#: committed is kept whatever their number (the log read is of what is committed), so a
+#: group commit of more outcomes than this holds them all until it commits.
 RECENT = 32_768
 #: Distinct operations kept once for all the outcomes holding them, at most.
 _SHARED = 65_536
@@ -56,6 +58,10 @@ class OutcomeLog(Protocol):
 
     def scan(self, start: int = 1, stop: int | None = None) -> Iterator[Record]:
         """Every record from ``start`` to ``stop``, in position order."""
+        ...
+
+    def head(self) -> int:
+        """The last position committed (what a read of the log can find)."""
         ...
 
 
@@ -91,6 +97,10 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
         self._log = log
         #: Every outcome (no log), or the ones folded last, oldest first.
         self._rows: dict[UUID, OutcomeRow] = {}
+        #: Where each of ``_rows`` was folded (0: loaded), when the log is read.
+        self._folded_at: dict[UUID, int] = {}
+        #: A position the log had committed when last asked: rows at or before it may go.
+        self._committed = 0
         #: Outcomes the log's stream index does not find as they stand (see module).
         self.irregular: dict[UUID, OutcomeRow] = {}
         #: Irregular outcomes added since the owner last took them (to save).
@@ -107,10 +117,11 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
 
     def add(self, event: OutcomeObserved, envelope: Envelope) -> None:
         """An outcome folded at ``envelope``'s position."""
-        self.put(outcome_row(event, envelope), regular=is_regular(envelope, event.outcome_id))
+        self.put(outcome_row(event, envelope), regular=is_regular(envelope, event.outcome_id),
+                 position=envelope.position)
 
-    def put(self, row: OutcomeRow, *, regular: bool) -> None:
-        """Keep ``row`` (in its first place if its id was folded before)."""
+    def put(self, row: OutcomeRow, *, regular: bool, position: int = 0) -> None:
+        """Keep ``row``, folded at ``position`` (in its first place if folded before)."""
         row = self._kept(row)
         outcome_id = row.outcome_id
         if regular:
@@ -123,10 +134,19 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
         if self._log is None:
             rows[outcome_id] = row
             return
+        folded_at = self._folded_at
         rows.pop(outcome_id, None)  # the most recent last
+        folded_at.pop(outcome_id, None)
         rows[outcome_id] = row
-        if len(rows) > RECENT:
-            del rows[next(iter(rows))]
+        folded_at[outcome_id] = position
+        while len(rows) > RECENT:
+            oldest = next(iter(rows))
+            if folded_at[oldest] > self._committed:
+                self._committed = self._log.head()
+                if folded_at[oldest] > self._committed:
+                    break  # folded in the write transaction still open: the log lacks it
+            del rows[oldest]
+            del folded_at[oldest]
 
     def _kept(self, row: OutcomeRow) -> OutcomeRow:
         """``row`` with each operation, project and session held once for all outcomes.

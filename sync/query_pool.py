@@ -37,7 +37,7 @@ import zmq
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.sync import wire
 from lessonledger.sync.authority import Access
-from lessonledger.sync.query_worker import READY, STOP
+from lessonledger.sync.query_worker import DIR_PREFIX, READY, STOP
 from lessonledger.sync.stats import HubStats
 
 __all__ = ["QueryPool", "default_workers"]
@@ -103,7 +103,7 @@ class QueryPool:
         self.count = workers
         self.bound = bound
         self.stats = stats
-        self._dir = tempfile.mkdtemp(prefix="lessonledger-hub-")  # 0700: ours alone
+        self._dir = tempfile.mkdtemp(prefix=DIR_PREFIX)  # 0700: ours alone
         self.endpoint = f"ipc://{self._dir}/queries"
         self.socket: zmq.Socket[Any] = context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 1000)

@@ -12,7 +12,8 @@ only the hub's user may enter.
 
 A worker outlives nothing: it exits when told ``stop``, when its parent is gone (the
 kernel's parent-death signal on Linux, and a look at its parent pid between requests
-everywhere), and on SIGTERM; it ignores SIGINT, so ^C at a terminal reaches the hub,
+everywhere; it then removes the hub's ipc directory, which a killed hub left), and on
+SIGTERM; it ignores SIGINT, so ^C at a terminal reaches the hub,
 which drains the workers itself.
 """
 
@@ -37,7 +38,7 @@ from lessonledger.sync import wire
 from lessonledger.sync.authority import Access
 from lessonledger.sync.queries import answer_bytes
 
-__all__ = ["READY", "STOP", "main", "serve"]
+__all__ = ["DIR_PREFIX", "READY", "STOP", "main", "serve"]
 
 log = logging.getLogger("lessonledger.hub")
 
@@ -45,8 +46,12 @@ log = logging.getLogger("lessonledger.hub")
 READY = b"ready"
 #: Sent by the front: commit queued recall records, let go of the home, exit.
 STOP = b"stop"
+#: How the hub's private ipc directory's name begins (``tempfile.mkdtemp``'s prefix).
+DIR_PREFIX = "lessonledger-hub-"
 #: Milliseconds between two looks at the parent while no query comes.
 PARENT_EVERY_MS = 200
+#: Seconds an exiting worker waits to see whether its hub is gone (see _parent_gone).
+PARENT_GONE_WAIT = 1.0
 #: Linux's prctl option asking for a signal when the parent exits.
 _PR_SET_PDEATHSIG = 1
 
@@ -66,6 +71,9 @@ def _on_parent_death() -> None:
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
+    # Once: the death signal comes again as each thread of a killed hub exits, and a
+    # second SystemExit would cut short the Reader's commit and the cleanup below it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(0)
 
 
@@ -77,6 +85,7 @@ def serve(endpoint: str, home: str, parent: int, name: str,
     sock.setsockopt(zmq.LINGER, 2000)
     sock.setsockopt(zmq.ROUTING_ID, name.encode())
     sock.connect(endpoint)
+    stopped = False
     try:
         with Reader(home, read_only=False) as reader:
             sock.send(READY)
@@ -89,6 +98,7 @@ def serve(endpoint: str, home: str, parent: int, name: str,
                     continue
                 parts = sock.recv_multipart()
                 if parts[0] == STOP:
+                    stopped = True  # the hub cleans up after its workers
                     return
                 identity, request, access, query = parts
                 started = time.perf_counter()
@@ -102,6 +112,34 @@ def serve(endpoint: str, home: str, parent: int, name: str,
         sock.close()
         if context is None:
             ctx.term()
+        if not stopped and _parent_gone(parent):
+            _remove_endpoint_dir(endpoint)
+
+
+def _parent_gone(parent: int) -> bool:
+    """True once the hub is gone: this process was handed to another parent.
+
+    The death signal comes as the hub's thread that started this worker exits, which
+    can be before the rest of a killed hub is gone: a moment is allowed for that.
+    """
+    deadline = time.monotonic() + PARENT_GONE_WAIT
+    while os.getppid() == parent:
+        if time.monotonic() >= deadline:
+            return False  # a SIGTERM of its own: the hub lives and keeps its directory
+        time.sleep(0.02)
+    return True
+
+
+def _remove_endpoint_dir(endpoint: str) -> None:
+    """Remove the hub's private ipc directory: a hub killed outright could not.
+
+    Only a directory the query pool made (its name says so) is removed; every worker of
+    the hub may try, and the first one does it.
+    """
+    path = endpoint.removeprefix("ipc://")
+    folder = os.path.dirname(path)
+    if endpoint.startswith("ipc://") and os.path.basename(folder).startswith(DIR_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,8 +18,10 @@ from lessonledger.commands import Ledger, Operation, UnknownLessonError, open_le
 from lessonledger.commands.erasure import NothingToEraseError, UnknownOutcomeError
 from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
 from lessonledger.commands.ledger import VIEW_NAME
+from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
 from lessonledger.ledger.log import NewEvent
+from lessonledger.ledger.submission import Submission
 from lessonledger.ledger.verify import verify
 from lessonledger.projections.embedder import default_embedder
 from lessonledger.projections.store import ViewStore
@@ -405,3 +407,26 @@ def test_an_index_rebuild_that_fails_after_an_erasure_is_retried_not_saved(
     with open_ledger(tmp_path, sync=False) as reopened:
         assert alices not in reopened.recaller.index
         assert lessons_on(reopened, BOB_TARGET)
+
+
+def test_erasing_an_outcome_takes_every_observation_of_its_id(ledger: Ledger) -> None:
+    # A publisher may observe an outcome id again (a raw submission on a stream of its
+    # own): the view shows the last observation, so erasing the first alone left the
+    # outcome in the view and its body in the log.
+    outcome_id = uuid4()
+
+    def observed(error: str) -> Submission:
+        eid = uuid4()
+        return Submission(event_id=eid, stream=eid, version=0, occurred_at=T0, actor="pub",
+                          event=OutcomeObserved(
+                              outcome_id=outcome_id, project=P1, passed=False, signal="tool",
+                              operations=[Operation(op=AVOID, target="t", ok=False,
+                                                    error=error)]))
+
+    assert all(isinstance(r, Receipt) for r in ledger.execute_each(
+        [observed("first sighting"), observed("second sighting")]))
+    assert outcome_id in ledger.view.outcomes
+    ledger.erase(key="e", what="outcome", subject=str(outcome_id))
+    assert outcome_id not in ledger.view.outcomes
+    assert not [r for r in ledger.log.scan() if r.payload is not None
+                and b"sighting" in r.payload]

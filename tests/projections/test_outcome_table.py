@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 import pytest
 from lessonledger.commands import Ledger, open_ledger
+from lessonledger.commands.messages import AnyCommand, ObserveOutcome, ProposeLesson, command_from
 from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import Operation, OutcomeObserved
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -132,3 +133,33 @@ def test_rows_saved_with_every_outcome_load_and_are_saved_without_them(
     finally:
         release(lmdb_home)
 
+
+
+def _batch(steps: int) -> list[AnyCommand]:
+    """The story's outcomes and proposals as commands, for one group commit."""
+    commands: list[AnyCommand] = []
+    for step in itertools.islice(story(), steps):
+        if step.kind == "outcome":
+            commands.append(command_from(step.fields, ObserveOutcome))
+        elif step.kind == "proposal":
+            commands.append(command_from(step.fields, ProposeLesson))
+    # The proposals last: each cites an outcome observed many outcomes before it.
+    return sorted(commands, key=lambda c: isinstance(c, ProposeLesson))
+
+
+def test_one_transaction_of_more_outcomes_than_kept_decides_as_with_all_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A group commit (execute_each, a hub's gathered group) folds every outcome before
+    # it commits, and the log is read as committed: an outcome of the same transaction
+    # dropped from memory must still be found by a proposal citing it.
+    batch = _batch(400)
+    assert sum(isinstance(c, ProposeLesson) for c in batch) >= 3
+    with open_ledger(str(tmp_path / "all"), sync=False) as ledger:
+        expected = ledger.execute_each(batch)
+        dump = ledger.view.dump()
+    monkeypatch.setattr(outcome_table, "RECENT", 3)
+    with open_ledger(str(tmp_path / "few"), sync=False) as ledger:
+        assert ledger.view.outcomes.reads_log
+        results = ledger.execute_each(batch)
+        assert [type(r) for r in results] == [type(r) for r in expected]
+        assert ledger.view.dump() == dump == rebuilt(ledger).dump()

@@ -141,3 +141,23 @@ def test_answers_are_the_bytes_a_local_read_gives(tmp_path: Path) -> None:
             assert json.loads(remote.splitlines()[0])
     finally:
         server.kill()
+
+
+def test_a_sigkilled_hub_leaves_no_ipc_directory(tmp_path: Path) -> None:
+    server = started(tmp_path, 2)
+    assert server.proc is not None
+    pids = workers(server.proc.pid)
+    endpoint = _cmdline(pids[0]).split(b"\0")[3].decode()
+    assert endpoint.startswith("ipc://")
+    private = Path(endpoint.removeprefix("ipc://")).parent
+    assert private.is_dir()
+    try:
+        server.kill()
+        wait_for(lambda: not any(alive(p) for p in pids), 15)
+        # The hub cannot clean up after a SIGKILL: its workers, who outlive it, do.
+        wait_for(lambda: not private.exists(), 5)
+    finally:
+        server.kill()
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
