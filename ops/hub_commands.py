@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from datetime import UTC, datetime
@@ -64,14 +65,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Query workers a hub may start at most: each is a process folding every event the
+#: writer commits, so more than the machine's cores only adds memory and contention.
+MAX_QUERY_WORKERS = max(8, os.cpu_count() or 1)
+
+
 def _workers(text: str) -> int:
-    """``--query-workers``'s type: a count of one or more."""
+    """``--query-workers``'s type: a count of one or more, no more than the cores."""
     try:
         count = int(text)
     except ValueError:
         count = 0
-    if count < 1:
-        msg = f"--query-workers takes a count of 1 or more, not {text!r}"
+    if not 1 <= count <= MAX_QUERY_WORKERS:
+        msg = (f"--query-workers takes a count from 1 to {MAX_QUERY_WORKERS} (each is a "
+               f"process folding every event), not {text!r}")
         raise argparse.ArgumentTypeError(msg)
     return count
 

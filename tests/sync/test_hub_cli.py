@@ -65,6 +65,15 @@ def test_serve_refuses_a_non_loopback_bind_without_keys(tmp_path: Path) -> None:
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+def test_serve_refuses_more_query_workers_than_it_may_start(tmp_path: Path) -> None:
+    """Each worker is a process folding every event: a typo of 100000 starts none."""
+    refused = run("--home", str(tmp_path / "h"), "serve", "--query-workers", "100000")
+    assert refused.returncode == 2
+    assert "--query-workers takes a count from 1 to" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "h").exists()
+
+
 def test_a_hub_that_is_not_there_is_one_line(tmp_path: Path) -> None:
     from hubtools import free_ports
 
