@@ -185,6 +185,15 @@ class SyncService:
         results = []
         if len(push.based_on) != len(push.commands):
             return Refused("malformed", "a push needs one based-on position per command")
+        if grant is not None:
+            # The grant the hub let this key in with may predate what another process just
+            # wrote (a revoke, a principal's erasure), folded above: decide by the current.
+            current = {g.public_key: g for g in self.ledger.grants()}.get(grant.public_key)
+            if current is None:
+                return Refused("unknown key", (
+                    f"the grant of key {grant.key_name!r} was revoked or erased; nothing "
+                    "was written: ask an operator for a grant (`lessonledger access grant`)"))
+            grant = current
         for based_on, line in zip(push.based_on, push.commands, strict=True):
             erased = {(row.what, row.subject) for row in view.erasures
                       if row.position > based_on}
@@ -193,6 +202,10 @@ class SyncService:
             except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:
                 results.append(PushResult("", refused=f"not a command: {e}"))
                 continue
+            if grant is not None:
+                # The key's principal, never one the replica names: checked against the
+                # erasures below, and the one the hub writes.
+                command = msgspec.structs.replace(command, principal=grant.principal)
             gone = [f"{what} {subject!r}" for what, subject in
                     (("principal", command.principal), ("session", command.session))
                     if subject and (what, subject) in erased]
@@ -203,9 +216,7 @@ class SyncService:
                 continue
             try:
                 if grant is not None:
-                    # The key's principal, never one the replica names; and the hub's
-                    # own rule for what its grant covers.
-                    command = msgspec.structs.replace(command, principal=grant.principal)
+                    # The hub's own rule for what its grant covers.
                     authorize_command(Access(principal=grant.principal, grant=grant,
                                              key=grant.public_key),
                                       command, self._lesson_scope)
