@@ -471,16 +471,19 @@ class Hub:
             self._ready.wait(timeout=120)
             while True:
                 try:
-                    first = self._work.get(timeout=0.05)
+                    first: _Work | None = self._work.get(timeout=0.05)
                 except queue.Empty:
                     if self._front_done.is_set():
                         return
-                    if time.monotonic() - refreshed > GRANTS_EVERY:
-                        # Another process (`lessonledger access grant` on the home) may
-                        # have changed the grants: fold its events, take them.
-                        ledger.catch_up()
-                        self._refresh_grants(ledger)
-                        refreshed = time.monotonic()
+                    first = None
+                if time.monotonic() - refreshed > GRANTS_EVERY:
+                    # Another process (`lessonledger access grant|revoke`, `erase` on the
+                    # home) may have changed the grants: fold its events, take them. Busy
+                    # or idle: a hub that never idles must not keep a revoked key forever.
+                    ledger.catch_up()
+                    self._refresh_grants(ledger)
+                    refreshed = time.monotonic()
+                if first is None:
                     continue
                 group = self._commit(ledger, first, outbox)
                 for _ in group:

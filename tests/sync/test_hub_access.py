@@ -7,6 +7,9 @@ admin key), as an operator would with ``lessonledger access grant``.
 
 from __future__ import annotations
 
+import itertools
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,7 +43,8 @@ GRANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubProcess, Keys]]:
-    grants = {**GRANTS, "gone": ("gone", {"read": [P], "write": [P]})}
+    grants = {**GRANTS, "gone": ("gone", {"read": [P], "write": [P]}),
+              "busy": ("busy", {"read": [P], "write": [P]})}
     with curve_hub(tmp_path_factory.mktemp("curve"), grants, admin="ops",
                    keys=("mallory", "late")) as started:
         yield started
@@ -129,6 +133,41 @@ def test_an_admin_revokes_and_the_key_stops_at_once(setup: tuple[HubProcess, Key
     with keys.client(server, "gone", timeout=0.5, deadline=2.0) as again, \
             pytest.raises(HubUnavailableError):
         again.head()
+
+
+def test_a_revoke_another_process_commits_counts_while_the_hub_never_idles(
+        setup: tuple[HubProcess, Keys]) -> None:
+    """The hub folds other processes' grants while busy too, not only when its queue rests."""
+    server, keys = setup
+    stop = threading.Event()
+
+    def keep_busy() -> None:
+        with keys.client(server, "alice") as alice:
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                alice.observe_outcome(key=f"busy-load-{i}", project=P, passed=True)
+
+    load = threading.Thread(target=keep_busy)
+    load.start()
+    try:
+        with keys.client(server, "busy", timeout=2.0, deadline=10.0) as busy:
+            busy.observe_outcome(key="busy-0", project=P, passed=True)
+            with Ledger(server.home) as ledger:  # as `lessonledger access revoke` would
+                ledger.execute(RevokeAccess(key="revoke-busy", key_name="busy"))
+            until = time.monotonic() + 10
+            refused = None
+            for i in itertools.count(1):
+                try:
+                    busy.observe_outcome(key=f"busy-{i}", project=P, passed=True)
+                except AccessRefusedError as e:
+                    refused = e
+                    break
+                assert time.monotonic() < until, "a revoked key kept writing for 10 s"
+            assert refused is not None
+    finally:
+        stop.set()
+        load.join(timeout=60)
 
 
 def test_a_grant_another_process_commits_counts_while_the_hub_runs(
