@@ -37,7 +37,7 @@ from uuid import UUID
 
 import msgspec
 import zmq
-from lessonledger.commands.access import AccessCommand
+from lessonledger.commands.access import AccessCommand, GrantAccess
 from lessonledger.commands.errors import AccessRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
@@ -59,6 +59,7 @@ from lessonledger.sync.authority import (
     Authority,
     authorize_command,
     authorize_event,
+    bound_to_caller,
     require_admin,
     require_own_principal,
 )
@@ -672,8 +673,11 @@ def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
     """The command as the ledger would check it, with the connection's principal."""
     command = checked_command(command)
     refuse_credentials(command)
-    require_own_principal(access, command.principal)
-    return msgspec.structs.replace(command, principal=access.principal)
+    if not isinstance(command, GrantAccess):  # a grant's principal is its grantee
+        require_own_principal(access, command.principal)
+    bound: AnyCommand | SkillCommand | AccessCommand = bound_to_caller(command,
+                                                                       access.principal)
+    return bound
 
 
 def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:
