@@ -81,8 +81,10 @@ GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
 
+#: The writer's replies to the front: one message a batch, ``[head, identity, reply, …]``
+#: (head empty when it did not move): one send and one receive for the whole batch, not
+#: two per request, on the writer's path and the front's.
 _OUTBOX = "inproc://lessonledger-hub-outbox"
-_REPLY, _HEAD = b"r", b"h"
 _head = struct.Struct(">Q")
 
 _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
@@ -354,10 +356,10 @@ class Hub:
                 parts = outbox.recv_multipart(0 if block else zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if parts[0] == _HEAD:
-                pub.send_multipart([b"head", parts[1]])
-            else:
-                self._send(router, parts[1], parts[2])
+            for i in range(1, len(parts), 2):
+                self._send(router, parts[i], parts[i + 1])
+            if parts[0]:
+                pub.send_multipart([b"head", parts[0]])
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
@@ -591,10 +593,8 @@ class Hub:
         self.stats.batch(len(group), self.head - before, seconds)
         log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
                  self.head - before, seconds * 1000, self.head)
-        for identity, data in replies:
-            outbox.send_multipart([_REPLY, identity, data])
-        if self.head != before:
-            outbox.send_multipart([_HEAD, _head.pack(self.head)])
+        moved = _head.pack(self.head) if self.head != before else b""
+        outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
         return group
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
