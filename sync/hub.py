@@ -25,6 +25,7 @@ whose hub is gone (SIGKILL) exits on its own.
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import struct
@@ -64,7 +65,7 @@ from lessonledger.sync.authority import (
     require_own_principal,
 )
 from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
-from lessonledger.sync.query_pool import QueryPool, default_workers
+from lessonledger.sync.query_pool import PER_CLIENT, QueryPool, default_workers
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
@@ -115,7 +116,10 @@ class HubConfig:
         home: the ledger home it is the writer of.
         bind: the ROUTER endpoint clients send to.
         pub: the PUB endpoint announcing heads (default: the next port).
-        queue_bound: commands waiting at most; more are answered ``busy``.
+        queue_bound: commands waiting at most; more are answered ``busy``. One client
+            (a CURVE key, or a connection on a keyless hub) holds at most
+            :data:`~lessonledger.sync.query_pool.PER_CLIENT` of it, so a key flooding from
+            many connections keeps every other key's commands a short wait away.
         max_batch: commands committed together at most.
         query_bound: queries waiting at most.
         query_workers: processes answering queries (0: :func:`default_workers`).
@@ -198,6 +202,10 @@ class Hub:
         self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
+        #: Requests each client has waiting in ``_work`` (front adds, writer takes off).
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self._waiting_lock = threading.Lock()
+        self._per_client = max(1, int(config.queue_bound * PER_CLIENT))
         self._pool: QueryPool | None = None
         self._stopping = threading.Event()
         #: Set once the front queues nothing more: the threads may then finish.
@@ -432,9 +440,19 @@ class Hub:
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         work = _work(identity, frame.id, access, body)
+        client = _client(work)
+        with self._waiting_lock:
+            mine = self._waiting[client]
+            if mine < self._per_client:
+                self._waiting[client] = mine + 1
+        if mine >= self._per_client:
+            self._busy(router, identity, frame.id,
+                       f"this client has {mine} requests waiting at the hub already")
+            return
         try:
             self._work.put_nowait(work)
         except queue.Full:
+            self._taken([work])
             self._busy(router, identity, frame.id, "the hub's queue is full")
 
     def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
@@ -489,6 +507,7 @@ class Hub:
                 if first is None:
                     continue
                 group = self._commit(ledger, first, outbox)
+                self._taken(group)
                 for _ in group:
                     self._work.task_done()
         finally:
@@ -496,6 +515,15 @@ class Hub:
                 self._grants_ledger = None
             ledger.close()
             outbox.close()
+
+    def _taken(self, group: list[_Work]) -> None:
+        """Count ``group`` off its clients' waiting requests."""
+        with self._waiting_lock:
+            for work in group:
+                client = _client(work)
+                self._waiting[client] -= 1
+                if self._waiting[client] <= 0:
+                    del self._waiting[client]
 
     def _refresh_grants(self, ledger: Ledger | None = None) -> None:
         """Take the grants in force now (the writer's ledger folds what others wrote)."""
@@ -627,6 +655,11 @@ class Hub:
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
+
+
+def _client(work: _Work) -> str:
+    """Whose share of the queue ``work`` takes: its key's, or its connection's."""
+    return work.access.key or work.identity.hex()
 
 
 def _user_id(frame: zmq.Frame) -> str | None:
