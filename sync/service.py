@@ -150,17 +150,20 @@ class SyncService:
             return Refused("range", (
                 f"positions {fetch.start}-{fetch.stop} are not within one segment of the "
                 f"hub's log (head {view.position})"))
-        envelopes: list[bytes] = []
+        stored, kept = self.ledger.log.stored(fetch.start, fetch.stop)
         bodies: list[bytes] = []
         withheld: list[int] = []
         budget = BODY_BUDGET
-        for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
+        everything = self.may_read is _everything and grant is None
+        tombstoned = view.is_tombstoned
+        for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
+                                                          fetch.start):
             sent = b""
-            if body is not None and not view.is_tombstoned(position):
-                if self.may_read is _everything and grant is None:
+            if body is not None and not tombstoned(position):
+                if everything:
                     sent = body
                 else:
-                    envelope = decode_envelope(stored)
+                    envelope = decode_envelope(envelope_bytes)
                     if envelope.type in _ALWAYS_SENT or (
                             self.may_read(peer, envelope)
                             and (grant is None or may_read(grant, body_scope(
@@ -169,11 +172,11 @@ class SyncService:
                         sent = body
                     else:
                         withheld.append(position)
-            if envelopes and len(sent) > budget:
+            if bodies and len(sent) > budget:
                 break  # the replica asks for the rest
             budget -= len(sent)
-            envelopes.append(stored)
             bodies.append(sent)
+        envelopes = stored[:len(bodies)]
         return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
 
     def _lesson_scope(self, lesson_id: UUID) -> str | None:
