@@ -189,6 +189,7 @@ class _Queued(NamedTuple):
     rows: list[tuple[bytes, bytes | None]]
     withheld: list[int]
     checked: bool
+    bodies: int  # how many rows carry one
 
 
 class _Misfit(Exception):
@@ -318,14 +319,14 @@ class _Puller:
                     f"positions {first}-{last} hash otherwise"))
         if closes:
             hasher = SegmentHasher()
-        rows = [(stored, body or None) for stored, body in zip(envelopes, chunk.bodies,
-                                                              strict=True)]
+        rows = list(zip(envelopes, [body or None for body in chunk.bodies], strict=True))
         refused = [p for p in self.tombstones.intersection(range(chunk.start, last + 1))
                    if rows[p - chunk.start][1] is not None]
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
-        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked))
+        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
+                                   count - chunk.bodies.count(b"")))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
@@ -374,15 +375,17 @@ class _Puller:
                     self.state.add_positions(txn, "withheld", queued.withheld)
                 withheld += len(queued.withheld)
                 fetched += len(envelopes)
-                for envelope, (_, body) in zip(envelopes, queued.rows, strict=True):
+                bodies += queued.bodies
+                for offset in [i for i, e in enumerate(envelopes) if e.type == ERASED]:
+                    body = queued.rows[offset][1]
                     if body is not None:
-                        bodies += 1
-                        if envelope.type == ERASED:
-                            self._erase(writing, envelope.position, body)
-                            erased = True
-                    if self.folds:
-                        records.append(Record(envelope, body[SALT_BYTES:]
-                                              if body is not None else None))
+                        self._erase(writing, envelopes[offset].position, body)
+                        erased = True
+                if self.folds:
+                    records += [Record(envelope, body[SALT_BYTES:] if body is not None
+                                       else None)
+                                for envelope, (_, body) in zip(envelopes, queued.rows,
+                                                               strict=True)]
             link = writing.link
         self.link = link
         self.result.fetched += fetched

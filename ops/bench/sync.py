@@ -138,6 +138,11 @@ class _Hub:
         try:
             with RemoteLedger(self.url, timeout=1.0, deadline=60.0) as probe:
                 probe.status()
+            # A query waits for a query worker, which folds the whole log as it starts:
+            # that start-up is over before anything is timed, as the raw server has read
+            # its file before it answers.
+            with RemoteLedger(self.url, timeout=300.0) as probe:
+                probe.catalogue(_PROJECT)
         except BaseException:
             self.stop()
             raise
