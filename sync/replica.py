@@ -51,10 +51,12 @@ from lessonledger.sync.errors import (
 )
 from lessonledger.sync.exchange import DEFAULT_CREDIT, Exchange
 from lessonledger.sync.protocol import (
+    MAX_FETCH_SEGMENTS,
     Ack,
     Acked,
     Chunk,
     Fetch,
+    FetchMany,
     Hello,
     Ids,
     Push,
@@ -220,8 +222,12 @@ class _Landed:
 class _Puller:
     """One pull's state: what the replica has, and what the hub said it has."""
 
-    def __init__(self, home: LMDBHome, name: str, *, fold: bool = True) -> None:
+    def __init__(self, home: LMDBHome, name: str, *, fold: bool = True,
+                 per_fetch: int = 1) -> None:
         self.home, self.name = home, name
+        #: Segments one request asks for (a ``FetchMany`` when more than one).
+        self.per_fetch = min(per_fetch, MAX_FETCH_SEGMENTS)
+        self.replies_to: dict[bytes, int] = {}
         self.log = EventLog(home, LOG_NAME)
         self.state = SyncState(home)
         #: Whether the views are folded as batches commit; without, only the object
@@ -266,13 +272,27 @@ class _Puller:
             raise TamperedObjectError(kind="root", address=self.refs.root,
                                       detail="the segment ids listed do not hash to the hub's root")
         self.ids = ids.ids
-        fetches = []
+        ranges = []
         start = self.head + 1
         while start <= self.refs.head:
             stop = min((segment_of(start) + 1) * SEGMENT_SIZE, self.refs.head)
-            fetches.append(self._ask(start, stop))
+            ranges.append((start, stop))
             start = stop + 1
+        if self.per_fetch <= 1:
+            return [self._ask(start, stop) for start, stop in ranges]
+        fetches = []
+        for at in range(0, len(ranges), self.per_fetch):
+            group = ranges[at:at + self.per_fetch]
+            for start, stop in group:
+                self.asked[start] = stop
+            frame = encode(FetchMany(group[0][0], group[-1][1]))
+            self.replies_to[frame] = len(group)
+            fetches.append(frame)
         return fetches
+
+    def replies(self, frame: bytes) -> int:
+        """How many chunks a request asked for: one per segment."""
+        return self.replies_to.get(frame, 1)
 
     def _ask(self, start: int, stop: int) -> bytes:
         self.asked[start] = stop
@@ -520,7 +540,7 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
     started = time.perf_counter()
     home = acquire(os.fspath(directory), sync=sync)
     try:
-        puller = _Puller(home, info.name, fold=fold)
+        puller = _Puller(home, info.name, fold=fold, per_fetch=exchange.fetch_segments)
         refs = _reply(exchange.call(puller.hello()), Refs)
         assert isinstance(refs, Refs)
         ids = _reply(exchange.call(puller.on_refs(refs)), Ids)
@@ -533,7 +553,7 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
             return more
 
         try:
-            exchange.pipeline(puller.on_ids(ids), on_reply, credit)
+            exchange.pipeline(puller.on_ids(ids), on_reply, credit, puller.replies)
         finally:
             # What arrived and checked out before a failure is kept: a new pull
             # continues after it.

@@ -424,3 +424,20 @@ def test_a_pull_that_defers_its_fold_still_folds_an_erasure_before_acknowledging
     assert not left, left
     assert set(saved_positions(replica).values()) == {gone.position}
     assert replica_lessons(replica) == lessons(hub)
+
+
+@pytest.mark.parametrize("budget", [8 << 20, 30_000])
+def test_a_clone_by_multi_segment_fetches_holds_the_source_byte_for_byte(
+        hub: str, tmp_path: Path, budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.sync import service as service_module
+
+    # A small budget cuts chunks short: the replica asks for the rest of each segment.
+    monkeypatch.setattr(service_module, "BODY_BUDGET", budget)
+    with open_ledger(hub, sync=False) as ledger:
+        exchange = LocalExchange(SyncService(ledger), "r1")
+        exchange.fetch_segments = 4
+        prepare_clone("local", tmp_path / "r1", "r1")
+        result = pull(tmp_path / "r1", exchange, sync=False)
+        assert result.fetched == ledger.head()
+    assert raw(str(tmp_path / "r1")) == raw(hub)
+    assert replica_lessons(str(tmp_path / "r1")) == lessons(hub)
