@@ -15,7 +15,10 @@ and the erasure is marked pending acknowledgement. So a pull killed at any momen
 continues, when run again, from the last batch committed. Each batch is folded into the
 views through the runner as it commits (never a policy: the hub decided everything
 already), from the records already decoded on their way in; at the end the vector index
-follows and both are saved. If erasures were applied, the home is then compacted so
+follows and both are saved (a pull with ``fold=False``, as ``clone --fold background``
+runs it, folds none of it unless an erasure came: it returns once everything is
+verified and committed, and a reader folds what the saved views lack until
+:func:`refold` saves them). If erasures were applied, the home is then compacted so
 none of their bytes stays in its files, and only then is each erasure acknowledged to
 the hub.
 """

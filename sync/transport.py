@@ -3,8 +3,9 @@
 Each sync frame travels inside a hub frame (kind ``sync``, :mod:`lessonledger.sync.wire`),
 so ``lessonledger serve`` answers replicas and agents on one endpoint, with one
 authority and one writer (:class:`~lessonledger.sync.hub.Hub`). The replica's
-:class:`ZmqExchange` keeps at most ``credit`` fetches in flight (credit-based flow
-control, the ZeroMQ guide's fileio3), so memory stays bounded on both sides, and gives up
+:class:`ZmqExchange` keeps at most ``credit`` chunks due (credit-based flow control,
+the ZeroMQ guide's fileio3; a request asks for :data:`FETCH_SEGMENTS` segments, each
+answered by a chunk of its own), so memory stays bounded on both sides, and gives up
 with :class:`~lessonledger.sync.errors.UnreachableError` when the hub stays silent.
 
 A hub that refuses the key at the CURVE handshake sends nothing back, and libzmq drops

@@ -213,6 +213,43 @@ def test_a_clone_killed_at_random_moments_completes_identically(
     assert lines("--home", str(replica), "verify", "--json")[0]["ok"]
 
 
+def test_a_clone_folding_in_the_background_killed_at_random_moments_completes_identically(
+        hub: Path, serving: Serving, tmp_path: Path) -> None:
+    replica = tmp_path / "r1"
+    rng = random.Random(7)
+    kills = 0
+    folders = []
+    for _ in range(6):
+        proc = subprocess.Popen([*CLI, "clone", serving.url, str(replica), "--name", "r1",
+                                 "--fold", "background", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV,
+                                text=True)
+        time.sleep(rng.uniform(0.2, 1.0))
+        if proc.poll() is None:
+            proc.kill()
+            kills += 1
+        out, _ = proc.communicate()
+        if proc.returncode == 0:
+            folders.append(json.loads(out)["folding"])
+        if replica.exists() and (replica / "data.mdb").exists():
+            held = raw(replica)
+            assert held == raw(hub)[:len(held)]  # a prefix, byte for byte: no gap, no tear
+    assert kills, "no clone was killed mid-way: the test proves nothing"
+    done = lines("clone", serving.url, str(replica), "--name", "r1", "--fold", "background",
+                 "--json")[0]
+    folders.append(done["folding"])
+    assert raw(replica) == raw(hub)
+    deadline = time.monotonic() + 240
+    while not all(map(_gone, folders)):
+        assert time.monotonic() < deadline, "a background fold did not finish"
+        time.sleep(0.2)
+    fresh = tmp_path / "r2"
+    run("clone", serving.url, str(fresh), "--name", "r1")
+    for name in ("lessons", "objects"):
+        assert _saved(replica, name) == _saved(fresh, name)
+    assert lines("--home", str(replica), "verify", "--json")[0]["ok"]
+
+
 def _saved(home: Path, view: str) -> bytes:
     from lessonledger.projections.store import ViewStore
 
