@@ -470,6 +470,39 @@ class EventLog:
                 return
             position += 1
 
+    def stored(self, start: int, stop: int) -> tuple[list[bytes], list[bytes | None]]:
+        """The stored envelopes and bodies of positions ``start`` to ``stop`` (inclusive).
+
+        As :meth:`raw` gives them (envelope bytes without the link; a body as stored, or
+        None when erased), from one cursor walk in one read transaction: what sync sends
+        a segment from. Positions are gap-free, so the ``i``-th is ``start + i``.
+        """
+        envelopes: list[bytes] = []
+        bodies: list[bytes | None] = []
+        if start > stop or not self._trees(create=False):
+            return envelopes, bodies
+        end = _key(stop + 1, _ENVELOPE)
+        keep, body = envelopes.append, bodies.append
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._log)
+            if not cursor.set_range(_key(start, _ENVELOPE)):
+                return envelopes, bodies
+            bodied = True  # whether the envelope before has its body yet
+            for key, value in cursor.iternext():
+                if key[8]:
+                    body(value)
+                    bodied = True
+                    continue
+                if key >= end:
+                    break
+                if not bodied:
+                    body(None)
+                keep(value[:-LINK_BYTES])
+                bodied = False
+            if not bodied:
+                body(None)
+        return envelopes, bodies
+
     def stream(
         self,
         stream: StreamId,
@@ -589,6 +622,9 @@ class Writing:
         versions: list[tuple[bytes, bytes]] = []
         first = position
         decoded: list[Envelope] = []
+        # Bound once: this loop runs for every record a clone moves.
+        put, index, version, keep = entries.append, ids.append, versions.append, decoded.append
+        pack, hashed = _pack_position, sha256
         for offset, (stored, body) in enumerate(rows):
             try:
                 envelope = decode_envelope(stored)
@@ -603,22 +639,22 @@ class Writing:
                                           "log stores")
             if not envelopes_checked and encode_envelope(envelope) != stored:
                 raise ReplayMismatchError(position, "the envelope is not in its canonical form")
-            previous = sha256(previous + stored).digest()
+            previous = hashed(previous + stored).digest()
             if links is not None and links[offset] != previous:
                 raise ReplayMismatchError(position, "its chain link does not follow from the "
                                           "one before (an edited envelope, or events missing "
                                           "or reordered)")
-            pkey = _pack_position(position)
-            entries.append((pkey + _ENVELOPE, stored + previous))
+            pkey = pack(position)
+            put((pkey + _ENVELOPE, stored + previous))
             if body is not None:
-                if len(body) < SALT_BYTES or sha256(body).digest() != envelope.commitment:
+                if len(body) < SALT_BYTES or hashed(body).digest() != envelope.commitment:
                     raise ReplayMismatchError(position, "its body does not match the "
                                               "envelope's commitment")
-                entries.append((pkey + _BODY, body))
+                put((pkey + _BODY, body))
             if event_id:
-                ids.append((event_id, pkey))
-            versions.append((stream + _pack_position(envelope.version + _OFFSET), pkey))
-            decoded.append(envelope)
+                index((event_id, pkey))
+            version((stream + pack(envelope.version + _OFFSET), pkey))
+            keep(envelope)
             position += 1
         if not (_put_new(self._txn, log._ids, ids)
                 and _put_new(self._txn, log._streams, versions)):

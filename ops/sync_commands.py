@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,14 @@ from lessonledger.ops.progress import bar
 from lessonledger.ops.render import echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
 from lessonledger.sync.keys import load_public, load_secret
-from lessonledger.sync.replica import PullResult, prepare_clone, pull, push, replica_info
+from lessonledger.sync.replica import (
+    PullResult,
+    prepare_clone,
+    pull,
+    push,
+    refold,
+    replica_info,
+)
 from lessonledger.sync.snapshots import checkout, erasures, is_replica, snapshots, take_snapshot
 from lessonledger.sync.state import ReplicaInfo
 from lessonledger.sync.transport import ZmqExchange
@@ -64,10 +74,49 @@ def _cmd_clone(args: argparse.Namespace) -> int:
     for path in keys.values():
         load_public(path)  # a missing or malformed key file is refused before anything
     prepare_clone(args.url, args.dir, name, **keys)
+    now = args.fold == "now"
     with _exchange(args.url, args, replica_info(args.dir)) as exchange, \
             bar(f"clone {args.url}", quiet=args.json) as shown:
-        result = pull(args.dir, exchange, sync=sync_setting(), progress=shown.update)
+        result = pull(args.dir, exchange, sync=sync_setting(), progress=shown.update,
+                      fold=now)
+    if now:
+        _pulled(args, result, f"cloned {args.url} into {args.dir}")
+        return 0
+    folder = _fold_in_background(args.dir)
+    if args.json:
+        print_json({**msgspec.to_builtins(result), "folding": folder})
+        return 0
     _pulled(args, result, f"cloned {args.url} into {args.dir}")
+    echo(f"  every object is verified and stored; the views and the index fold in the "
+         f"background (process {folder}). Queries answer already, the same, each folding "
+         f"what the saved views lack first (slower until that process saves them); "
+         f"`lessonledger --home {args.dir} fold` folds in the foreground")
+    return 0
+
+
+def _fold_in_background(directory: Path) -> int:
+    """Start ``lessonledger fold`` on ``directory`` in a process of its own; its pid."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lessonledger.ops", "--home", os.fspath(directory), "fold",
+         "--json"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    return process.pid
+
+
+def _cmd_fold(args: argparse.Namespace) -> int:
+    if not is_replica(args.home):
+        msg = (f"{args.home} is not a replica: a hub's views fold whenever it opens; "
+               "`lessonledger fold` is for a home made by `lessonledger clone`")
+        raise LedgerConfigError(msg)
+    started = time.perf_counter()
+    position = refold(args.home)
+    seconds = time.perf_counter() - started
+    if args.json:
+        print_json({"home": str(args.home), "position": position,
+                    "seconds": round(seconds, 3)})
+    else:
+        echo(f"folded the views and the index of {args.home} to position {position:,} "
+             f"in {seconds:.2f} s")
     return 0
 
 
@@ -179,6 +228,15 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
                          help="this replica's secret key file, to connect with CURVE")
     cloning.add_argument("--hub-key", default=None, metavar="PATH",
                          help="the hub's public key file (NAME.key), with --key")
+    cloning.add_argument("--fold", choices=("now", "background"), default="now", help=(
+        "now (default): fold the views and the index before returning; background: "
+        "return once every object is verified and stored, and fold them in a process of "
+        "its own (queries answer meanwhile, folding what they lack themselves)"))
+    folding = sub.add_parser("fold", help=(
+        "fold a replica's views and index up to its log and save them (what `clone "
+        "--fold background` runs); policies never run"))
+    folding.add_argument("--json", action="store_true", help="print the result as JSON")
+    folding.set_defaults(run=_cmd_fold)
     pulling = sub.add_parser("pull", help=(
         "fetch what the hub has that this replica lacks; apply its erasures"))
     pushing = sub.add_parser("push", help=(

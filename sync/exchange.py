@@ -29,16 +29,20 @@ class Exchange(Protocol):
     #: Bytes received and sent so far.
     received: int
     sent: int
+    #: Segments a replica asks for in one request here (a ``FetchMany``); 1: one each.
+    fetch_segments: int
 
     def call(self, frame: bytes) -> bytes:
         """Send one request and return its reply."""
         ...
 
     def pipeline(self, first: list[bytes], on_reply: Callable[[bytes], list[bytes]],
-                 credit: int = DEFAULT_CREDIT) -> None:
-        """Send ``first`` and what each reply asks for, at most ``credit`` in flight.
+                 credit: int = DEFAULT_CREDIT,
+                 replies: Callable[[bytes], int] | None = None) -> None:
+        """Send ``first`` and what each reply asks for, at most ``credit`` replies due.
 
-        ``on_reply`` gets the replies in request order and returns more requests.
+        ``on_reply`` gets the replies in request order and returns more requests;
+        ``replies`` says how many reply frames a request gets (1 when None).
         """
         ...
 
@@ -46,20 +50,32 @@ class Exchange(Protocol):
 class LocalExchange:
     """An exchange with a service in this process: no sockets, same frames."""
 
+    #: One segment a request unless set otherwise (a test's exchange may override
+    #: :meth:`call`, which hands back one reply).
+    fetch_segments = 1
+
     def __init__(self, service: SyncService, peer: str = "") -> None:
         self.service, self.peer = service, peer
         self.received = self.sent = 0
 
     def call(self, frame: bytes) -> bytes:
         """Send one request and return its reply."""
+        return self.answers(frame)[0]
+
+    def answers(self, frame: bytes) -> list[bytes]:
+        """Send one request and return every reply frame (several for a ``FetchMany``)."""
         self.sent += len(frame)
-        reply = self.service.handle(frame, self.peer)[0]
-        self.received += len(reply)
-        return reply
+        replies = self.service.handle(frame, self.peer)
+        self.received += sum(map(len, replies))
+        return replies
 
     def pipeline(self, first: list[bytes], on_reply: Callable[[bytes], list[bytes]],
-                 credit: int = DEFAULT_CREDIT) -> None:
+                 credit: int = DEFAULT_CREDIT,
+                 replies: Callable[[bytes], int] | None = None) -> None:
         """Send every request in turn (one process: nothing to overlap)."""
         queue = deque(first)
         while queue:
-            queue.extend(on_reply(self.call(queue.popleft())))
+            frame = queue.popleft()
+            several = replies is not None and replies(frame) > 1
+            for reply in self.answers(frame) if several else [self.call(frame)]:
+                queue.extend(on_reply(reply))

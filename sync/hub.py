@@ -612,6 +612,14 @@ class Hub:
         # Batches (all or none), erasures and sync's requests (a push decides each of its
         # commands; an ack records one event) run in transactions of their own.
         for work in others:
+            if work.kind == "sync":
+                # Sent at once: a sync reply waits for no commit of the group (a push or an
+                # ack committed its own), and a replica keeps several fetches in flight,
+                # which would otherwise all wait for the last one's chunk: it could not work
+                # on one chunk while the next is read.
+                for data in self._sync_replies(work):
+                    outbox.send_multipart([_REPLY, work.identity, data])
+                continue
             replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
         if any(work.kind in ("command", "batch", "sync") for work in group):
@@ -625,14 +633,16 @@ class Hub:
         outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
         return group
 
+    def _sync_replies(self, work: _Work) -> list[bytes]:
+        """The frames answering a sync request (several for a multi-segment fetch)."""
+        assert self._sync is not None, "set by the writer before any work is taken"
+        # The hub's authority decided who the peer is: its grant filters the bodies a
+        # partial replica gets and is the principal of what it pushes.
+        peer = work.access.key or work.identity.hex()
+        return [_reply(SyncReplyFrame(frame), work.request)
+                for frame in self._sync.handle(work.items[0], peer, work.access.grant)]
+
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
-        if work.kind == "sync":
-            assert self._sync is not None, "set by the writer before any work is taken"
-            # The hub's authority decided who the peer is: its grant filters the bodies
-            # a partial replica gets and is the principal of what it pushes.
-            peer = work.access.key or work.identity.hex()
-            frame = self._sync.handle(work.items[0], peer, work.access.grant)[0]
-            return _reply(SyncReplyFrame(frame), work.request)
         try:
             if work.kind == "erase":
                 require_admin(work.access)

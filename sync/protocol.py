@@ -13,6 +13,9 @@ that many chunks in flight to it, and a slow replica holds up no one else.
 - :class:`Fetch` → :class:`Chunk`: the stored envelopes of a position range (never
   across a segment's end) as one run, the bytes its segment id hashes, and the bodies
   the replica may read, erased ones never.
+- :class:`FetchMany` → one :class:`Chunk` per segment the range touches, in order,
+  each its own reply frame: several segments for one request (the only request with
+  more than one reply; a refusal is one frame).
 - :class:`Push` → :class:`Pushed`: commands made on a replica, decided by the hub.
 - :class:`Ack` → :class:`Acked`: a replica applied an erasure and compacted.
 """
@@ -28,11 +31,13 @@ from lessonledger.sync.errors import ProtocolError
 from msgspec import Meta
 
 __all__ = [
+    "MAX_FETCH_SEGMENTS",
     "MAX_FRAME_BYTES",
     "Ack",
     "Acked",
     "Chunk",
     "Fetch",
+    "FetchMany",
     "Hello",
     "Ids",
     "Push",
@@ -50,6 +55,8 @@ __all__ = [
     "encode",
 ]
 
+#: Segments one :class:`FetchMany` may span (so many reply frames, at most).
+MAX_FETCH_SEGMENTS = 16
 #: The largest frame either side accepts: a full segment of envelopes with 1 MiB bodies
 #: would be more, so a chunk stops adding bodies at about 8 MiB.
 MAX_FRAME_BYTES = 64 << 20
@@ -77,6 +84,13 @@ class SegmentIds(_Message, frozen=True, tag="ids"):
 
 class Fetch(_Message, frozen=True, tag="fetch"):
     """Records ``start`` to ``stop`` (inclusive), within one segment."""
+
+    start: Annotated[int, Meta(ge=1)]
+    stop: Annotated[int, Meta(ge=1)]
+
+
+class FetchMany(_Message, frozen=True, tag="fetch_many"):
+    """Records ``start`` to ``stop`` (inclusive), across at most :data:`MAX_FETCH_SEGMENTS`."""
 
     start: Annotated[int, Meta(ge=1)]
     stop: Annotated[int, Meta(ge=1)]
@@ -168,7 +182,7 @@ class Refused(_Message, frozen=True, tag="refused"):
     message: str
 
 
-Request = Hello | SegmentIds | Fetch | Push | Ack
+Request = Hello | SegmentIds | Fetch | FetchMany | Push | Ack
 Reply = Refs | Ids | Chunk | Pushed | Acked | Refused
 
 

@@ -15,7 +15,10 @@ and the erasure is marked pending acknowledgement. So a pull killed at any momen
 continues, when run again, from the last batch committed. Each batch is folded into the
 views through the runner as it commits (never a policy: the hub decided everything
 already), from the records already decoded on their way in; at the end the vector index
-follows and both are saved. If erasures were applied, the home is then compacted so
+follows and both are saved (a pull with ``fold=False``, as ``clone --fold background``
+runs it, folds none of it unless an erasure came: it returns once everything is
+verified and committed, and a reader folds what the saved views lack until
+:func:`refold` saves them). If erasures were applied, the home is then compacted so
 none of their bytes stays in its files, and only then is each erasure acknowledged to
 the hub.
 """
@@ -41,7 +44,7 @@ from lessonledger.ledger.log import LOG_NAME, EventLog, Record, Writing
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
 from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import lesson_view, object_view, registry
+from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
 from lessonledger.sync.errors import (
     DivergedError,
     NotAReplicaError,
@@ -51,10 +54,12 @@ from lessonledger.sync.errors import (
 )
 from lessonledger.sync.exchange import DEFAULT_CREDIT, Exchange
 from lessonledger.sync.protocol import (
+    MAX_FETCH_SEGMENTS,
     Ack,
     Acked,
     Chunk,
     Fetch,
+    FetchMany,
     Hello,
     Ids,
     Push,
@@ -189,6 +194,7 @@ class _Queued(NamedTuple):
     rows: list[tuple[bytes, bytes | None]]
     withheld: list[int]
     checked: bool
+    bodies: int  # how many rows carry one
 
 
 class _Misfit(Exception):
@@ -219,13 +225,27 @@ class _Landed:
 class _Puller:
     """One pull's state: what the replica has, and what the hub said it has."""
 
-    def __init__(self, home: LMDBHome, name: str) -> None:
+    def __init__(self, home: LMDBHome, name: str, *, fold: bool = True,
+                 per_fetch: int = 1) -> None:
         self.home, self.name = home, name
+        #: Segments one request asks for (a ``FetchMany`` when more than one).
+        self.per_fetch = min(per_fetch, MAX_FETCH_SEGMENTS)
+        self.replies_to: dict[bytes, int] = {}
         self.log = EventLog(home, LOG_NAME)
         self.state = SyncState(home)
-        self.runner = Runner(registry(), ViewStore(home))
+        #: Whether the views are folded as batches commit; without, only the object
+        #: view (what a pull continues from) is kept, and the views wait for a fold.
+        self.folds = fold
+        self.erased = False
+        self.runner = Runner(registry() if fold else [
+            r for r in registry() if r.name == OBJECTS], ViewStore(home))
         self.fold_seconds = 0.0
-        self._fold(self.log)  # what an interrupted pull committed but did not fold
+        # What an interrupted pull committed but did not fold; without folding, the
+        # object view alone, part of what the pull continues from (not timed as a fold).
+        if fold:
+            self._fold(self.log)
+        else:
+            self.runner.fold(self.log)
         view = object_view(self.runner)
         self.head, self.link = view.position, view.link
         self.closed = view.closed_ids
@@ -255,13 +275,27 @@ class _Puller:
             raise TamperedObjectError(kind="root", address=self.refs.root,
                                       detail="the segment ids listed do not hash to the hub's root")
         self.ids = ids.ids
-        fetches = []
+        ranges = []
         start = self.head + 1
         while start <= self.refs.head:
             stop = min((segment_of(start) + 1) * SEGMENT_SIZE, self.refs.head)
-            fetches.append(self._ask(start, stop))
+            ranges.append((start, stop))
             start = stop + 1
+        if self.per_fetch <= 1:
+            return [self._ask(start, stop) for start, stop in ranges]
+        fetches = []
+        for at in range(0, len(ranges), self.per_fetch):
+            group = ranges[at:at + self.per_fetch]
+            for start, stop in group:
+                self.asked[start] = stop
+            frame = encode(FetchMany(group[0][0], group[-1][1]))
+            self.replies_to[frame] = len(group)
+            fetches.append(frame)
         return fetches
+
+    def replies(self, frame: bytes) -> int:
+        """How many chunks a request asked for: one per segment."""
+        return self.replies_to.get(frame, 1)
 
     def _ask(self, start: int, stop: int) -> bytes:
         self.asked[start] = stop
@@ -308,14 +342,14 @@ class _Puller:
                     f"positions {first}-{last} hash otherwise"))
         if closes:
             hasher = SegmentHasher()
-        rows = [(stored, body or None) for stored, body in zip(envelopes, chunk.bodies,
-                                                              strict=True)]
-        refused = [p for p in range(chunk.start, last + 1)
-                   if p in self.tombstones and rows[p - chunk.start][1] is not None]
+        rows = list(zip(envelopes, [body or None for body in chunk.bodies], strict=True))
+        refused = [p for p in self.tombstones.intersection(range(chunk.start, last + 1))
+                   if rows[p - chunk.start][1] is not None]
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
-        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked))
+        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
+                                   count - chunk.bodies.count(b"")))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
@@ -344,7 +378,7 @@ class _Puller:
         # raises out of the block, which then writes nothing of the batch.
         assert self.refs is not None
         records: list[Record] = []
-        bodies = withheld = 0
+        bodies = withheld = fetched = 0
         erased = False
         with self.log.writing() as writing:
             txn = writing.transaction
@@ -360,23 +394,30 @@ class _Puller:
                     raise _Misfit(done, TamperedObjectError(
                         kind="chain", address=self.refs.link,
                         detail=f"the chain link at position {last} differs"))
-                self.state.add_positions(txn, "withheld", queued.withheld)
+                if queued.withheld:
+                    self.state.add_positions(txn, "withheld", queued.withheld)
                 withheld += len(queued.withheld)
-                for envelope, (_, body) in zip(envelopes, queued.rows, strict=True):
+                fetched += len(envelopes)
+                bodies += queued.bodies
+                for offset in [i for i, e in enumerate(envelopes) if e.type == ERASED]:
+                    body = queued.rows[offset][1]
                     if body is not None:
-                        bodies += 1
-                        if envelope.type == ERASED:
-                            self._erase(writing, envelope.position, body)
-                            erased = True
-                    records.append(Record(envelope, body[SALT_BYTES:] if body is not None
-                                          else None))
+                        self._erase(writing, envelopes[offset].position, body)
+                        erased = True
+                if self.folds:
+                    records += [Record(envelope, body[SALT_BYTES:] if body is not None
+                                       else None)
+                                for envelope, (_, body) in zip(envelopes, queued.rows,
+                                                               strict=True)]
             link = writing.link
         self.link = link
-        self.result.fetched += len(records)
+        self.result.fetched += fetched
         self.result.bodies += bodies
         self.result.withheld += withheld
-        # A batch with an erasure is folded from the log, where its bodies are gone.
-        self._fold(self.log if erased else _Landed(records, self.log))
+        self.erased = self.erased or erased
+        if self.folds:
+            # A batch with an erasure is folded from the log, where its bodies are gone.
+            self._fold(self.log if erased else _Landed(records, self.log))
 
     def _fold(self, source: Scannable) -> None:
         started = time.perf_counter()
@@ -384,11 +425,23 @@ class _Puller:
         self.fold_seconds += time.perf_counter() - started
 
     def finish(self) -> int:
-        """Bring the vector index up to the views, save both; the position reached."""
+        """Bring the vector index up to the views, save both; the position reached.
+
+        Without folding, only an erasure makes it fold here: what the saved views hold
+        of the erased bodies goes before the erasure is acknowledged. Otherwise the log's
+        head is reached, and the views wait for :func:`refold` (or any reader, which
+        folds what its views lack).
+        """
         started = time.perf_counter()
-        _save_folded(self.home, self.log, self.runner)
-        self.fold_seconds += time.perf_counter() - started
-        return self.runner.position
+        if self.folds:
+            _save_folded(self.home, self.log, self.runner)
+            self.fold_seconds += time.perf_counter() - started
+            return self.runner.position
+        if self.erased:
+            fold_views(self.home)
+            self.fold_seconds += time.perf_counter() - started
+        self.runner.save()  # the object view only: where the next pull starts
+        return self.log.head()
 
     def _tampered(self, error: ReplayMismatchError,
                   row: tuple[bytes, bytes | None]) -> TamperedObjectError:
@@ -469,8 +522,15 @@ def refold(directory: str | os.PathLike[str]) -> int:
 
 def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
          credit: int = DEFAULT_CREDIT, sync: bool = True,
-         progress: Callable[[int, int], None] | None = None) -> PullResult:
+         progress: Callable[[int, int], None] | None = None,
+         fold: bool = True) -> PullResult:
     """Bring the replica at ``directory`` up to its hub; see the module docstring.
+
+    With ``fold`` False the views and the index are not folded (unless an erasure came:
+    what they hold of it goes first): the pull returns once every object is verified and
+    committed, and :func:`refold` (``lessonledger fold``) folds them later. Meanwhile a
+    query on the replica folds what its views lack itself, so it answers exactly as
+    after a folding pull, only slower.
 
     Raises:
         NotAReplicaError: the home was not cloned.
@@ -483,7 +543,7 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
     started = time.perf_counter()
     home = acquire(os.fspath(directory), sync=sync)
     try:
-        puller = _Puller(home, info.name)
+        puller = _Puller(home, info.name, fold=fold, per_fetch=exchange.fetch_segments)
         refs = _reply(exchange.call(puller.hello()), Refs)
         assert isinstance(refs, Refs)
         ids = _reply(exchange.call(puller.on_refs(refs)), Ids)
@@ -496,7 +556,7 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
             return more
 
         try:
-            exchange.pipeline(puller.on_ids(ids), on_reply, credit)
+            exchange.pipeline(puller.on_ids(ids), on_reply, credit, puller.replies)
         finally:
             # What arrived and checked out before a failure is kept: a new pull
             # continues after it.

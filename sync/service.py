@@ -38,7 +38,7 @@ from lessonledger.ledger.events import (
     AnyEvent,
     ErasureAcknowledged,
 )
-from lessonledger.ledger.objects import join_envelopes, merkle_root, segment_of
+from lessonledger.ledger.objects import SEGMENT_SIZE, join_envelopes, merkle_root, segment_of
 from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
@@ -46,10 +46,12 @@ from lessonledger.projections.views import object_view
 from lessonledger.sync.authority import Access, authorize_command, body_scope, bound_to_caller
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
+    MAX_FETCH_SEGMENTS,
     Ack,
     Acked,
     Chunk,
     Fetch,
+    FetchMany,
     Hello,
     Ids,
     Push,
@@ -95,7 +97,9 @@ class SyncService:
 
     def handle(self, frame: bytes, peer: str = "", grant: Grant | None = None
                ) -> list[bytes]:
-        """The reply frames to one request frame (always exactly one).
+        """The reply frames to one request frame.
+
+        Exactly one, but for a :class:`FetchMany` answered: one chunk per segment.
 
         ``grant`` is the peer's grant as the transport's authority decided it (the
         hub's): bodies are filtered and pushes stamped by it, as with ``authorize``.
@@ -119,6 +123,11 @@ class SyncService:
                 reply = Ids(request.start, self._objects().segment_ids()[request.start:])
             elif isinstance(request, Fetch):
                 reply = self._fetch(request, peer, grant)
+            elif isinstance(request, FetchMany):
+                chunks = self._fetch_many(request, peer, grant)
+                if not isinstance(chunks, Refused):
+                    return [encode(chunk) for chunk in chunks]
+                reply = chunks
             elif isinstance(request, Push):
                 reply = self._push(request, grant)
             else:
@@ -143,24 +152,27 @@ class SyncService:
                     segments=len(ids), erasures=[e.position for e in view.erasures],
                     refs=view.refs)
 
-    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
+    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None, *,
+               budget: int = BODY_BUDGET) -> Reply:
         view = self._objects()
         if fetch.stop > view.position or fetch.stop < fetch.start \
                 or segment_of(fetch.start) != segment_of(fetch.stop):
             return Refused("range", (
                 f"positions {fetch.start}-{fetch.stop} are not within one segment of the "
                 f"hub's log (head {view.position})"))
-        envelopes: list[bytes] = []
+        stored, kept = self.ledger.log.stored(fetch.start, fetch.stop)
         bodies: list[bytes] = []
         withheld: list[int] = []
-        budget = BODY_BUDGET
-        for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
+        everything = self.may_read is _everything and grant is None
+        tombstoned = view.is_tombstoned
+        for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
+                                                          fetch.start):
             sent = b""
-            if body is not None and not view.is_tombstoned(position):
-                if self.may_read is _everything and grant is None:
+            if body is not None and not tombstoned(position):
+                if everything:
                     sent = body
                 else:
-                    envelope = decode_envelope(stored)
+                    envelope = decode_envelope(envelope_bytes)
                     if envelope.type in _ALWAYS_SENT or (
                             self.may_read(peer, envelope)
                             and (grant is None or may_read(grant, body_scope(
@@ -169,12 +181,38 @@ class SyncService:
                         sent = body
                     else:
                         withheld.append(position)
-            if envelopes and len(sent) > budget:
+            if bodies and len(sent) > budget:
                 break  # the replica asks for the rest
             budget -= len(sent)
-            envelopes.append(stored)
             bodies.append(sent)
+        envelopes = stored[:len(bodies)]
         return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
+
+    def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None
+                    ) -> list[Chunk] | Refused:
+        """One chunk per segment of the range, each as a :class:`Fetch` of it is answered.
+
+        Past :data:`BODY_BUDGET` for them all, each further chunk holds one record (its
+        body, if any): the replica asks for the rest, as of a chunk cut short.
+        """
+        view = self._objects()
+        first, last = segment_of(fetch.start), segment_of(fetch.stop)
+        if fetch.stop > view.position or fetch.stop < fetch.start \
+                or last - first >= MAX_FETCH_SEGMENTS:
+            return Refused("range", (
+                f"positions {fetch.start}-{fetch.stop} are not within "
+                f"{MAX_FETCH_SEGMENTS} segments of the hub's log (head {view.position})"))
+        chunks: list[Chunk] = []
+        budget = BODY_BUDGET
+        start = fetch.start
+        while start <= fetch.stop:
+            stop = min((segment_of(start) + 1) * SEGMENT_SIZE, fetch.stop)
+            reply = self._fetch(Fetch(start, stop), peer, grant, budget=max(budget, 0))
+            assert isinstance(reply, Chunk), "a range within the log is never refused"
+            budget -= sum(map(len, reply.bodies))
+            chunks.append(reply)
+            start = stop + 1
+        return chunks
 
     def _lesson_scope(self, lesson_id: UUID) -> str | None:
         row = self.ledger.view.lessons.get(lesson_id)

@@ -3,8 +3,9 @@
 Each sync frame travels inside a hub frame (kind ``sync``, :mod:`lessonledger.sync.wire`),
 so ``lessonledger serve`` answers replicas and agents on one endpoint, with one
 authority and one writer (:class:`~lessonledger.sync.hub.Hub`). The replica's
-:class:`ZmqExchange` keeps at most ``credit`` fetches in flight (credit-based flow
-control, the ZeroMQ guide's fileio3), so memory stays bounded on both sides, and gives up
+:class:`ZmqExchange` keeps at most ``credit`` chunks due (credit-based flow control,
+the ZeroMQ guide's fileio3; a request asks for :data:`FETCH_SEGMENTS` segments, each
+answered by a chunk of its own), so memory stays bounded on both sides, and gives up
 with :class:`~lessonledger.sync.errors.UnreachableError` when the hub stays silent.
 
 A hub that refuses the key at the CURVE handshake sends nothing back, and libzmq drops
@@ -30,8 +31,10 @@ from lessonledger.sync.exchange import DEFAULT_CREDIT
 from lessonledger.sync.protocol import MAX_FRAME_BYTES, SyncFrame, SyncReplyFrame
 from zmq.utils.monitor import recv_monitor_message
 
-__all__ = ["DEFAULT_TIMEOUT", "HANDSHAKE_TRIES", "ZmqExchange"]
+__all__ = ["DEFAULT_TIMEOUT", "FETCH_SEGMENTS", "HANDSHAKE_TRIES", "ZmqExchange"]
 
+#: Segments a replica asks for in one request over ZeroMQ (a ``FetchMany``).
+FETCH_SEGMENTS = 4
 #: Seconds a replica waits for any reply before it calls the hub unreachable.
 DEFAULT_TIMEOUT = 30.0
 #: Handshakes one call tries before it reports the key refused; the pauses between
@@ -49,6 +52,11 @@ class ZmqExchange:
         curve: this replica's public and secret key and the hub's public key, to
             connect with CURVE (a hub that does not know the key never answers).
     """
+
+    #: Segments one fetch asks for: a request's chunks come back as one reply each,
+    #: and the hub answers them one request at a time, so fewer, larger requests cost
+    #: it less while the credit still bounds what is in flight.
+    fetch_segments = FETCH_SEGMENTS
 
     def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT,
                  context: zmq.Context[zmq.Socket[bytes]] | None = None,
@@ -156,15 +164,22 @@ class ZmqExchange:
                 self._reopen()
 
     def pipeline(self, first: list[bytes], on_reply: Callable[[bytes], list[bytes]],
-                 credit: int = DEFAULT_CREDIT) -> None:
-        """Keep up to ``credit`` requests in flight; replies come back in order."""
+                 credit: int = DEFAULT_CREDIT,
+                 replies: Callable[[bytes], int] | None = None) -> None:
+        """Keep up to ``credit`` replies due (``replies(frame)`` per request, else 1).
+
+        Replies come back in order. A request due more replies than the credit is sent
+        alone.
+        """
         queue = deque(first)
         flying = 0
+        due = replies or (lambda frame: 1)
         while queue or flying:
             try:
-                while queue and flying < credit:
-                    self._send(queue.popleft())
-                    flying += 1
+                while queue and (not flying or flying + due(queue[0]) <= credit):
+                    frame = queue.popleft()
+                    self._send(frame)
+                    flying += due(frame)
                 reply = self._recv()
             except (_Busy, _HandshakeRefused) as lost:
                 msg = (f"the hub at {self.url} is busy, stopping or refusing this key "

@@ -191,6 +191,17 @@ def test_erased_bodies_read_as_none_and_still_verify(log: EventLog) -> None:
     assert report.erased == [2, 4]
 
 
+@pytest.mark.parametrize(("start", "stop"), [(1, 6), (2, 5), (5, 5), (6, 9), (4, 3), (9, 12)])
+def test_stored_reads_a_range_as_raw_does_erased_bodies_as_none(
+        log: EventLog, start: int, stop: int) -> None:
+    log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
+    erase(log, [2, 5])  # the last body too: a range may end on an envelope without one
+    envelopes, bodies = log.stored(start, stop)
+    expected = [(envelope, body) for p, envelope, body, _ in log.raw() if start <= p <= stop]
+    assert list(zip(envelopes, bodies, strict=True)) == expected
+    assert len(expected) == max(0, min(stop, 6) - start + 1)  # the erasure is position 6
+
+
 def test_a_body_deleted_without_an_erasure_is_damage(log: EventLog) -> None:
     log.append([ev(uuid4(), payload=b"secret %d" % i) for i in range(5)])
     erase(log, [2])

@@ -16,11 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from lessonledger.commands import open_ledger
+from lessonledger.ledger.objects import SEGMENT_SIZE, segment_of
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     MAX_FRAME_BYTES,
     Ack,
+    Chunk,
     Fetch,
+    FetchMany,
     Hello,
     Push,
     Refs,
@@ -100,3 +103,68 @@ def test_out_of_range_fetches_and_unknown_erasures_are_refused(service: SyncServ
         refused = decode_reply(service.handle(encode(request))[0])
         assert isinstance(refused, Refused), request
     assert service.ledger.head() == head
+
+
+def test_a_multi_segment_fetch_decodes_and_a_bad_one_is_refused() -> None:
+    assert decode_request(encode(FetchMany(1, 600))) == FetchMany(1, 600)
+    for bad in ({"op": "fetch_many", "start": 0, "stop": 3},
+                {"op": "fetch_many", "start": 1}, {"op": "fetch_many", "start": 1, "stop": -2}):
+        with pytest.raises(ProtocolError):
+            decode_request(msgspec.msgpack.encode(bad))
+
+
+@pytest.fixture
+def segments(tmp_path: Path) -> Iterator[SyncService]:
+    """A hub of a little over three segments."""
+    with open_ledger(tmp_path / "hub", sync=False) as ledger:
+        fill(ledger, 420)
+        assert 3 * SEGMENT_SIZE < ledger.head() < 16 * SEGMENT_SIZE
+        yield SyncService(ledger)
+
+
+def test_a_multi_segment_fetch_is_answered_by_one_chunk_per_segment_as_fetches_are(
+        segments: SyncService) -> None:
+    head = segments.ledger.head()
+    for start, stop in ((1, head), (100, 3 * SEGMENT_SIZE + 5), (5, 9)):
+        many = [decode_reply(frame) for frame in segments.handle(encode(FetchMany(start, stop)))]
+        singles = []
+        at = start
+        while at <= stop:
+            last = min(stop, (segment_of(at) + 1) * SEGMENT_SIZE)
+            singles.append(decode_reply(segments.handle(encode(Fetch(at, last)))[0]))
+            at = last + 1
+        assert many == singles
+        assert all(isinstance(chunk, Chunk) for chunk in many)
+
+
+def test_out_of_range_multi_segment_fetches_are_refused_in_one_frame(
+        segments: SyncService, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.sync import service as service_module
+
+    monkeypatch.setattr(service_module, "MAX_FETCH_SEGMENTS", 2)
+    head = segments.ledger.head()
+    for request in (FetchMany(head, head + 1), FetchMany(5, 4),
+                    FetchMany(1, 2 * SEGMENT_SIZE + 1)):
+        (frame,) = segments.handle(encode(request))
+        refused = decode_reply(frame)
+        assert isinstance(refused, Refused), request
+        assert refused.code == "range"
+    assert len(segments.handle(encode(FetchMany(1, 2 * SEGMENT_SIZE)))) == 2
+
+
+def test_past_the_body_budget_a_multi_segment_fetch_holds_a_record_a_segment(
+        segments: SyncService, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.sync import service as service_module
+
+    monkeypatch.setattr(service_module, "BODY_BUDGET", 20_000)
+    frames = segments.handle(encode(FetchMany(1, 3 * SEGMENT_SIZE)))
+    chunks = [decode_reply(frame) for frame in frames]
+    assert all(isinstance(c, Chunk) for c in chunks)
+    starts = [c.start for c in chunks if isinstance(c, Chunk)]
+    assert starts == [1, SEGMENT_SIZE + 1, 2 * SEGMENT_SIZE + 1]
+    sizes = [[len(b) for b in c.bodies] for c in chunks if isinstance(c, Chunk)]
+    assert 1 < len(sizes[0]) < SEGMENT_SIZE
+    assert sum(sizes[0]) <= 20_000
+    # The budget is the request's: the later segments get what is left, at least a record.
+    assert all(1 <= len(s) < len(sizes[0]) for s in sizes[1:])
+    assert sum(map(sum, sizes)) <= 20_000 + max(map(max, sizes)) * (len(sizes) - 1)

@@ -139,6 +139,54 @@ def test_a_clone_over_zeromq_equals_its_source(hub: Path, serving: Serving,
     assert raw(replica) == raw(hub)
 
 
+def _saved_positions(home: Path) -> set[int]:
+    from lessonledger.commands.read_side import Reader
+
+    with Reader(home, record=False) as reader:
+        return set(reader.runner.saved_at.values())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # exited; its new parent has not reaped it yet
+
+
+def test_a_clone_that_folds_in_the_background_answers_the_same_before_and_after(
+        hub: Path, serving: Serving, tmp_path: Path) -> None:
+    replica = tmp_path / "r1"
+    cloned = lines("clone", serving.url, str(replica), "--name", "r1", "--fold",
+                   "background", "--json")[0]
+    assert cloned["head"] == cloned["fetched"] >= 5000
+    assert cloned["fold_seconds"] == 0.0
+    folder = cloned["folding"]
+    expected = (run("--home", str(hub), "lessons", "list", "--all", "--json").stdout,
+                _recall(hub))
+    assert expected[0].count("\n") > 100
+    # At once, whether or not the background fold has saved anything yet.
+    assert (run("--home", str(replica), "lessons", "list", "--all", "--json").stdout,
+            _recall(replica)) == expected
+    deadline = time.monotonic() + 240
+    while not _gone(folder):
+        assert time.monotonic() < deadline, "the background fold did not finish"
+        time.sleep(0.2)
+    assert _saved_positions(replica) == {cloned["head"]}
+    assert (replica / "vectors").is_dir()
+    assert (run("--home", str(replica), "lessons", "list", "--all", "--json").stdout,
+            _recall(replica)) == expected
+    verified = [lines("--home", str(home), "verify", "--json")[0] for home in (hub, replica)]
+    assert verified[0] == verified[1]
+    assert raw(replica) == raw(hub)
+    folded = lines("--home", str(replica), "fold", "--json")[0]
+    assert folded["position"] == cloned["head"]
+    refused = run("--home", str(hub), "fold", check=False)
+    assert refused.returncode == 2
+    assert "not a replica" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+
+
 def test_a_clone_killed_at_random_moments_completes_identically(
         hub: Path, serving: Serving, tmp_path: Path) -> None:
     replica = tmp_path / "r1"
@@ -158,6 +206,43 @@ def test_a_clone_killed_at_random_moments_completes_identically(
     assert kills, "no clone was killed mid-way: the test proves nothing"
     run("clone", serving.url, str(replica), "--name", "r1")
     assert raw(replica) == raw(hub)
+    fresh = tmp_path / "r2"
+    run("clone", serving.url, str(fresh), "--name", "r1")
+    for name in ("lessons", "objects"):
+        assert _saved(replica, name) == _saved(fresh, name)
+    assert lines("--home", str(replica), "verify", "--json")[0]["ok"]
+
+
+def test_a_clone_folding_in_the_background_killed_at_random_moments_completes_identically(
+        hub: Path, serving: Serving, tmp_path: Path) -> None:
+    replica = tmp_path / "r1"
+    rng = random.Random(7)
+    kills = 0
+    folders = []
+    for _ in range(6):
+        proc = subprocess.Popen([*CLI, "clone", serving.url, str(replica), "--name", "r1",
+                                 "--fold", "background", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV,
+                                text=True)
+        time.sleep(rng.uniform(0.2, 1.0))
+        if proc.poll() is None:
+            proc.kill()
+            kills += 1
+        out, _ = proc.communicate()
+        if proc.returncode == 0:
+            folders.append(json.loads(out)["folding"])
+        if replica.exists() and (replica / "data.mdb").exists():
+            held = raw(replica)
+            assert held == raw(hub)[:len(held)]  # a prefix, byte for byte: no gap, no tear
+    assert kills, "no clone was killed mid-way: the test proves nothing"
+    done = lines("clone", serving.url, str(replica), "--name", "r1", "--fold", "background",
+                 "--json")[0]
+    folders.append(done["folding"])
+    assert raw(replica) == raw(hub)
+    deadline = time.monotonic() + 240
+    while not all(map(_gone, folders)):
+        assert time.monotonic() < deadline, "a background fold did not finish"
+        time.sleep(0.2)
     fresh = tmp_path / "r2"
     run("clone", serving.url, str(fresh), "--name", "r1")
     for name in ("lessons", "objects"):

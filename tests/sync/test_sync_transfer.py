@@ -331,3 +331,113 @@ def test_a_copy_made_before_an_erasure_is_cleaned_when_it_pulls(
         assert not restored.pending
     assert not windows_left(str(backup), carols)
     assert replica_lessons(str(backup)) == lessons(hub)
+
+
+def saved_positions(home: str) -> dict[str, int]:
+    """Where each view of ``home`` was saved (what a reader starts its fold from)."""
+    from lessonledger.commands.read_side import Reader
+
+    with Reader(home, record=False) as reader:
+        return dict(reader.runner.saved_at)
+
+
+def test_a_clone_that_defers_its_fold_answers_as_a_folded_one_and_folds_later(
+        hub: str, tmp_path: Path) -> None:
+    from lessonledger.commands.read_side import Reader
+    from lessonledger.sync.replica import refold
+
+    with open_ledger(hub, sync=False) as ledger:
+        take_snapshot(ledger, "main", "test")
+        prepare_clone("local", tmp_path / "r1", "r1")
+        result = pull(tmp_path / "r1", LocalExchange(SyncService(ledger), "r1"), sync=False,
+                      fold=False)
+        head = ledger.head()
+        hub_objects = object_view(ledger.runner).dump()
+        theirs = {p: ledger.recall(p, "op-1 target-2", record=False) for p in PROJECTS}
+    replica = str(tmp_path / "r1")
+    assert result.head == result.fetched == head
+    assert result.fold_seconds == 0.0
+    assert raw(replica) == raw(hub)
+    # Nothing folded is saved yet: a reader folds the whole log itself, and answers the
+    # same as after a folding clone.
+    assert set(saved_positions(replica).values()) == {0}
+    assert replica_lessons(replica) == lessons(hub)
+
+    def answers() -> None:
+        with Reader(replica, record=False) as reader:
+            assert object_view(reader.runner).dump() == hub_objects
+            for project in PROJECTS:
+                mine = reader.recall(project, "op-1 target-2", record=False)
+                assert mine.lessons
+                assert [(r.lesson_id, r.line, r.bm25_rank, r.vector_rank)
+                        for r in mine.lessons] == [
+                    (r.lesson_id, r.line, r.bm25_rank, r.vector_rank)
+                    for r in theirs[project].lessons]
+
+    answers()
+    assert refold(replica) == head
+    assert set(saved_positions(replica).values()) == {head}
+    answers()
+    assert replica_lessons(replica) == lessons(hub)
+    assert verify(EventLog(acquire(replica, sync=False), LOG_NAME)).ok
+
+
+@pytest.mark.parametrize("cut", [3, 5])
+def test_an_interrupted_clone_that_defers_its_fold_continues_to_the_same_result(
+        hub: str, tmp_path: Path, cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.sync import replica as replica_module
+
+    monkeypatch.setattr(replica_module, "BATCH_BYTES", 1)  # each chunk commits alone
+    with open_ledger(hub, sync=False) as ledger:
+        service = SyncService(ledger)
+        replica = tmp_path / "r1"
+        prepare_clone("local", replica, "r1")
+        with pytest.raises(UnreachableError):
+            pull(replica, Failing(service, cut), sync=False, fold=False)
+        partial = raw(str(replica))
+        assert 0 < len(partial) < ledger.head()
+        again = pull(replica, LocalExchange(service, "r1"), sync=False, fold=False)
+        assert again.fetched == ledger.head() - len(partial)
+    assert raw(str(replica)) == raw(hub)
+    assert replica_lessons(str(replica)) == lessons(hub)
+
+
+@pytest.mark.parametrize("folded", [True, False])
+def test_a_pull_that_defers_its_fold_still_folds_an_erasure_before_acknowledging_it(
+        hub: str, tmp_path: Path, folded: bool) -> None:
+    with open_ledger(hub, sync=False) as ledger:
+        prepare_clone("local", tmp_path / "r1", "r1")
+        pull(tmp_path / "r1", LocalExchange(SyncService(ledger), "r1"), sync=False,
+             fold=folded)
+        gone = ledger.erase(key="erase-bob", what="principal", subject="bob", reason="asked")
+        bobs = windows([t.encode() for t in TEXTS[hub] if t.startswith("bob ")])
+        bobs -= windows([t.encode() for t in TEXTS[hub] if not t.startswith("bob ")])
+        replica = str(tmp_path / "r1")
+        assert windows_left(replica, bobs), "the scan finds nothing before: it is blind"
+        result = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False,
+                      fold=False)
+        assert result.erasures == [gone.position]
+        assert result.pending == []
+        assert result.fold_seconds > 0
+    assert [(r.position, r.acked_by) for r in erasures(hub)] == [(gone.position, ["r1"])]
+    left = windows_left(replica, bobs)
+    assert not left, left
+    assert set(saved_positions(replica).values()) == {gone.position}
+    assert replica_lessons(replica) == lessons(hub)
+
+
+@pytest.mark.parametrize("budget", [8 << 20, 30_000])
+def test_a_clone_by_multi_segment_fetches_holds_the_source_byte_for_byte(
+        hub: str, tmp_path: Path, budget: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lessonledger.sync import service as service_module
+
+    # A small budget cuts chunks short: the replica asks for the rest of each segment.
+    monkeypatch.setattr(service_module, "BODY_BUDGET", budget)
+    with open_ledger(hub, sync=False) as ledger:
+        exchange = LocalExchange(SyncService(ledger), "r1")
+        exchange.fetch_segments = 4
+        prepare_clone("local", tmp_path / "r1", "r1")
+        result = pull(tmp_path / "r1", exchange, sync=False)
+        assert result.fetched == ledger.head()
+    assert raw(str(tmp_path / "r1")) == raw(hub)
+    assert replica_lessons(str(tmp_path / "r1")) == lessons(hub)
