@@ -618,7 +618,7 @@ class Hub:
                 # which would otherwise all wait for the last one's chunk: it could not work
                 # on one chunk while the next is read.
                 for data in self._sync_replies(work):
-                    outbox.send_multipart([_REPLY, work.identity, data])
+                    outbox.send_multipart([b"", work.identity, data])
                 continue
             replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
