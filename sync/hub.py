@@ -722,6 +722,9 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
         if isinstance(body, wire.BatchRequest):
             if not body.commands:
                 raise _Refusal(InvalidCommandError("a batch needs at least one command"))
+            if len(body.commands) > wire.MAX_BATCH_COMMANDS:
+                # Before decoding any: the front refuses it at once, the writer never sees it.
+                raise _Refusal(wire.BatchTooLargeError(len(body.commands)))
             return _Work(identity, request, "batch", access,
                          [_checked(_decode_command(c), access) for c in body.commands])
         if isinstance(body, wire.EraseRequest):
