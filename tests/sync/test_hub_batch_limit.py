@@ -19,6 +19,10 @@ from uuid import uuid4
 import pytest
 from hubtools import HubProcess, hub, lessonledger, outcome
 from lessonledger.sync import RemoteLedger
+from lessonledger.sync.protocol import Push, Pushed, Refused, decode_reply, encode
+from lessonledger.sync.replica import _push_groups
+from lessonledger.sync.state import Outboxed
+from lessonledger.sync.transport import ZmqExchange
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS, BatchTooLargeError
 
 P = "a" * 32
@@ -148,3 +152,40 @@ def test_a_refused_batch_stops_publish_and_says_what_was_written(server: HubProc
     receipts = [json.loads(line) for line in fixed.stdout.splitlines()]
     assert receipts[:MAX_BATCH_COMMANDS] == written
     assert min(p for r in receipts[MAX_BATCH_COMMANDS:] for p in r["positions"]) > head
+
+
+def _pushed_line(key: str) -> bytes:
+    return json.dumps(_outcome_line(key)).encode()
+
+
+def test_a_push_over_the_limit_is_refused_and_one_at_it_is_decided_in_order(
+        server: HubProcess) -> None:
+    run = uuid4().hex[:8]
+    with RemoteLedger(server.endpoint, timeout=10, deadline=60) as client:
+        head = client.head()
+    over = [_pushed_line(f"{run}-push-{i}") for i in range(MAX_BATCH_COMMANDS + 1)]
+    with ZmqExchange(server.endpoint, timeout=60) as sync:
+        refused = decode_reply(sync.call(encode(Push("r", [head] * len(over), over))))
+        assert isinstance(refused, Refused)
+        assert refused.code == "too large"
+        assert f"at most {MAX_BATCH_COMMANDS}" in refused.message
+        with RemoteLedger(server.endpoint, timeout=10, deadline=60) as client:
+            assert client.head() == head
+        # At the limit, with a refused one among them: decided in order, in one commit.
+        lines = over[:MAX_BATCH_COMMANDS]
+        lines[7] = json.dumps({"command": "edit_lesson", "key": f"{run}-bad",
+                               "lesson_id": str(uuid4()), "text": "no such lesson"}).encode()
+        pushed = decode_reply(sync.call(encode(Push("r", [head] * len(lines), lines))))
+    assert isinstance(pushed, Pushed)
+    assert len(pushed.results) == MAX_BATCH_COMMANDS
+    assert pushed.results[7].refused
+    assert not pushed.results[7].positions
+    written = [r.positions[0] for i, r in enumerate(pushed.results) if i != 7]
+    assert written == sorted(written)
+    assert written[0] > head
+
+
+def test_a_replica_pushes_its_outbox_in_frames_of_at_most_the_limit() -> None:
+    waiting = [Outboxed(1, b"{}") for _ in range(2 * MAX_BATCH_COMMANDS + 1)]
+    assert [len(group) for group in _push_groups(waiting)] == [
+        MAX_BATCH_COMMANDS, MAX_BATCH_COMMANDS, 1]
