@@ -32,6 +32,7 @@ whose hub is gone (SIGKILL) exits on its own.
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import struct
@@ -44,7 +45,7 @@ from uuid import UUID
 
 import msgspec
 import zmq
-from lessonledger.commands.access import AccessCommand
+from lessonledger.commands.access import AccessCommand, GrantAccess
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
@@ -66,13 +67,14 @@ from lessonledger.sync.authority import (
     Authority,
     authorize_command,
     authorize_event,
+    bound_to_caller,
     in_force,
     no_grant,
     require_admin,
     require_own_principal,
 )
 from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
-from lessonledger.sync.query_pool import QueryPool, default_workers
+from lessonledger.sync.query_pool import PER_CLIENT, QueryPool, default_workers
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
@@ -90,8 +92,10 @@ GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
 
+#: The writer's replies to the front: one message a batch, ``[head, identity, reply, …]``
+#: (head empty when it did not move): one send and one receive for the whole batch, not
+#: two per request, on the writer's path and the front's.
 _OUTBOX = "inproc://lessonledger-hub-outbox"
-_REPLY, _HEAD = b"r", b"h"
 _head = struct.Struct(">Q")
 
 _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
@@ -122,7 +126,10 @@ class HubConfig:
         home: the ledger home it is the writer of.
         bind: the ROUTER endpoint clients send to.
         pub: the PUB endpoint announcing heads (default: the next port).
-        queue_bound: commands waiting at most; more are answered ``busy``.
+        queue_bound: commands waiting at most; more are answered ``busy``. One client
+            (a CURVE key, or a connection on a keyless hub) holds at most
+            :data:`~lessonledger.sync.query_pool.PER_CLIENT` of it, so a key flooding from
+            many connections keeps every other key's commands a short wait away.
         max_batch: commands committed together at most.
         query_bound: queries waiting at most.
         query_workers: processes answering queries (0: :func:`default_workers`).
@@ -205,6 +212,10 @@ class Hub:
         self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
+        #: Requests each client has waiting in ``_work`` (front adds, writer takes off).
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self._waiting_lock = threading.Lock()
+        self._per_client = max(1, int(config.queue_bound * PER_CLIENT))
         self._pool: QueryPool | None = None
         self._stopping = threading.Event()
         #: Set once the front queues nothing more: the threads may then finish.
@@ -363,10 +374,10 @@ class Hub:
                 parts = outbox.recv_multipart(0 if block else zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if parts[0] == _HEAD:
-                pub.send_multipart([b"head", parts[1]])
-            else:
-                self._send(router, parts[1], parts[2])
+            for i in range(1, len(parts), 2):
+                self._send(router, parts[i], parts[i + 1])
+            if parts[0]:
+                pub.send_multipart([b"head", parts[0]])
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
@@ -439,9 +450,19 @@ class Hub:
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         work = _work(identity, frame.id, access, body)
+        client = _client(work)
+        with self._waiting_lock:
+            mine = self._waiting[client]
+            if mine < self._per_client:
+                self._waiting[client] = mine + 1
+        if mine >= self._per_client:
+            self._busy(router, identity, frame.id,
+                       f"this client has {mine} requests waiting at the hub already")
+            return
         try:
             self._work.put_nowait(work)
         except queue.Full:
+            self._taken([work])
             self._busy(router, identity, frame.id, "the hub's queue is full")
 
     def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
@@ -497,6 +518,7 @@ class Hub:
                 if first is None:
                     continue
                 group = self._commit(ledger, first, outbox)
+                self._taken(group)
                 for _ in group:
                     self._work.task_done()
         finally:
@@ -504,6 +526,15 @@ class Hub:
                 self._grants_ledger = None
             ledger.close()
             outbox.close()
+
+    def _taken(self, group: list[_Work]) -> None:
+        """Count ``group`` off its clients' waiting requests."""
+        with self._waiting_lock:
+            for work in group:
+                client = _client(work)
+                self._waiting[client] -= 1
+                if self._waiting[client] <= 0:
+                    del self._waiting[client]
 
     def _refresh_grants(self, ledger: Ledger | None = None) -> None:
         """Take the grants in force now (the writer's ledger folds what others wrote)."""
@@ -548,8 +579,7 @@ class Hub:
 
         def admit(index: int, item: Any) -> Any:
             # Inside the transaction: the grants as every writer before it left them.
-            work = single[index]
-            return _authorized(ledger, _current(ledger, work.access), item)
+            return _admitted(ledger, single[index].access, item)
 
         def more() -> Any:
             while len(group) < self.config.max_batch:
@@ -604,10 +634,8 @@ class Hub:
         self.stats.batch(len(group), self.head - before, seconds)
         log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
                  self.head - before, seconds * 1000, self.head)
-        for identity, data in replies:
-            outbox.send_multipart([_REPLY, identity, data])
-        if self.head != before:
-            outbox.send_multipart([_HEAD, _head.pack(self.head)])
+        moved = _head.pack(self.head) if self.head != before else b""
+        outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
         return group
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
@@ -625,15 +653,9 @@ class Hub:
                 return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),
                               work.request)
 
-            granted: list[Access] = []
-
-            def admit(index: int, command: Any) -> Any:
-                # Inside the transaction, every command before any is decided.
-                if not granted:
-                    granted.append(_current(ledger, work.access))
-                return _authorized(ledger, granted[0], command)
-
-            receipts = ledger.execute_all(work.items, admit=admit)
+            # Inside the transaction, every command before any is decided.
+            receipts = ledger.execute_all(
+                work.items, admit=lambda _, command: _admitted(ledger, work.access, command))
             return _reply(wire.Receipts([_receipted(r) for r in receipts]), work.request)
         except LessonLedgerError as e:
             error: LessonLedgerError = e
@@ -641,7 +663,6 @@ class Hub:
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
-
 
     def _synced(self, ledger: Ledger, work: _Work) -> bytes:
         """A sync request, decided by the key's grant as it stands now.
@@ -676,6 +697,21 @@ def _current(ledger: Ledger, access: Access) -> Access:
     return in_force(access, ledger.grant_as_folded(access.key)) if access.key else access
 
 
+def _admitted(ledger: Ledger, access: Access, item: Any) -> Any:
+    """``item`` as the writer decides it: authorized by its key's grant in the transaction.
+
+    Called inside the write transaction only (an admit).
+
+    Raises:
+        CommandError: the key has no grant now, or its grant does not cover ``item``.
+    """
+    current = _current(ledger, access)
+    if current.principal != access.principal and not isinstance(item, Submission):
+        # The key was granted to another principal since the front bound the command.
+        item = bound_to_caller(item, current.principal)
+    return _authorized(ledger, current, item)
+
+
 def _still_admin(ledger: Ledger, access: Access) -> None:
     """Refuse an erasure whose key is no longer an admin's, or no longer its principal's.
 
@@ -701,6 +737,11 @@ def _unchanged(ledger: Ledger, access: Access) -> None:
         raise AccessRefusedError(current.principal, "", "write", (
             "push with the grant this request was checked by: it changed meanwhile; "
             "push again"))
+
+
+def _client(work: _Work) -> str:
+    """Whose share of the queue ``work`` takes: its key's, or its connection's."""
+    return work.access.key or work.identity.hex()
 
 
 def _user_id(frame: zmq.Frame) -> str | None:
@@ -750,8 +791,11 @@ def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
     """The command as the ledger would check it, with the connection's principal."""
     command = checked_command(command)
     refuse_credentials(command)
-    require_own_principal(access, command.principal)
-    return msgspec.structs.replace(command, principal=access.principal)
+    if not isinstance(command, GrantAccess):  # a grant's principal is its grantee
+        require_own_principal(access, command.principal)
+    bound: AnyCommand | SkillCommand | AccessCommand = bound_to_caller(command,
+                                                                       access.principal)
+    return bound
 
 
 def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:
@@ -780,8 +824,6 @@ def _authorized(ledger: Ledger, access: Access, item: Any) -> Any:
         return msgspec.structs.replace(
             item, principal=access.principal,
             event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
-    # Checked on the front thread (_checked), with the principal the key had then.
+    # Checked on the front thread (_checked) and bound to the caller there.
     authorize_command(access, item, lambda i: _lesson_scope(ledger, i))
-    if item.principal != access.principal:
-        return msgspec.structs.replace(item, principal=access.principal)
     return item
