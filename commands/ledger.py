@@ -78,17 +78,28 @@ from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
 from lessonledger.ledger.submission import Submission, new_event, to_new_event
+from lessonledger.projections.access import Grant
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
-from lessonledger.projections.views import VIEW_NAME, audit_index, delta_view, registry
+from lessonledger.projections.views import (
+    VIEW_NAME,
+    access_view,
+    audit_index,
+    delta_view,
+    registry,
+)
 
-__all__ = ["VIEW_NAME", "Ledger", "Receipt", "open_ledger"]
+__all__ = ["VIEW_NAME", "Admit", "Ledger", "Receipt", "open_ledger"]
 
 C = TypeVar("C", bound="AnyCommand | SkillCommand | AccessCommand")
 #: What a group commit decides: a command, or a raw submission.
 Item = AnyCommand | SkillCommand | AccessCommand | Submission
+#: A caller's last word on one item, inside the write transaction, right before it is
+#: decided: its place in the group and the item in, the item to decide out (a hub
+#: checks the sender's grant as it stands then). What it raises refuses the item.
+Admit = Callable[[int, Item], Item]
 
 #: Save a view kept whole after folding this many events, so reopening stays quick.
 _SAVE_EVERY = 20_000
@@ -124,6 +135,8 @@ class Ledger(CommandVerbs, ReadSide):
         self._records: DeferredRecords = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
         self._lock = threading.RLock()
+        #: Checks run first in each write transaction (see :meth:`guarded`), by thread.
+        self._guards: dict[int, list[Callable[[], None]]] = {}
         self._open_views(rules, embedder)
         #: Skill bases, their deltas and tier-0 facts (:mod:`lessonledger.commands.skills`).
         self.skills = Skills(self, self.execute)
@@ -265,12 +278,14 @@ class Ledger(CommandVerbs, ReadSide):
             raise outcome
         return outcome
 
-    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand | AccessCommand]
-                    ) -> list[Receipt]:
+    def execute_all(self, commands: Sequence[AnyCommand | SkillCommand | AccessCommand],
+                    *, admit: Admit | None = None) -> list[Receipt]:
         """Run commands in turn, all in one write transaction: every one, or none.
 
         Each is decided from the log as the ones before it left it, as :meth:`execute`
-        would decide it then.
+        would decide it then. ``admit`` (see :data:`Admit`) is given every command
+        inside the transaction before any is decided; what it raises refuses the
+        whole batch, unwrapped, and nothing is written.
 
         Raises:
             BatchRefusedError: one was refused (which, and why); nothing was written.
@@ -285,6 +300,9 @@ class Ledger(CommandVerbs, ReadSide):
                 raise BatchRefusedError(index, e) from e
         commands = checked
         with self._transaction() as writing:
+            if admit is not None:
+                # All before any is decided: a refusal then has nothing of the batch to undo.
+                commands = [_as_command(admit(i, c)) for i, c in enumerate(commands)]
             for index, command in enumerate(commands):
                 parent = command_id(command.key, key_owner(command))
                 outcome = (self._receipt(command, parent, writing)
@@ -295,8 +313,8 @@ class Ledger(CommandVerbs, ReadSide):
         return receipts
 
     def execute_each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
-                     *,
-                     checked: bool = False) -> list[Receipt | LessonLedgerError]:
+                     *, checked: bool = False,
+                     admit: Admit | None = None) -> list[Receipt | LessonLedgerError]:
         """Group commit: run commands (and raw submissions) in ONE durable transaction.
 
         Each is decided in arrival order from the log as the ones before it left it, with
@@ -312,7 +330,10 @@ class Ledger(CommandVerbs, ReadSide):
 
         With ``checked`` the caller has already run ``checked_command`` and the
         credential screen on every command (a hub does, on its front thread, so they
-        stay off the one writer's path); they are not run again here.
+        stay off the one writer's path); they are not run again here. ``admit`` (see
+        :data:`Admit`) is given each one inside the transaction right before it is
+        decided, in every run of the group; a :class:`LessonLedgerError` it raises
+        refuses that one alone.
         """
         results: list[Receipt | LessonLedgerError | None] = [None] * len(items)
         pending: list[int] = []
@@ -331,14 +352,15 @@ class Ledger(CommandVerbs, ReadSide):
             pending.append(index)
         while True:
             try:
-                self._each(items, pending, results)
+                self._each(items, pending, results, admit)
             except _Undone as undone:
                 results[undone.index] = undone.error
                 pending.remove(undone.index)
                 continue
             return [cast_result(r) for r in results]
 
-    def execute_gathered(self, first: Item, more: Callable[[], Item | None]
+    def execute_gathered(self, first: Item, more: Callable[[], Item | None], *,
+                         admit: Admit | None = None
                          ) -> tuple[list[Item], list[Receipt | LessonLedgerError]]:
         """Group commit of what keeps arriving: decide each as it comes, commit them once.
 
@@ -348,7 +370,8 @@ class Ledger(CommandVerbs, ReadSide):
         None; then the one durable commit. A hub calls it so that its writer decides the
         commands that have arrived while its clients are still sending the rest, instead
         of waiting for them all and then deciding. ``more`` runs inside the write
-        transaction: it must be quick and must not raise.
+        transaction: it must be quick and must not raise. ``admit`` is as
+        :meth:`execute_each`'s.
 
         Should one fail after appending, the transaction is abandoned and what was taken
         is run again, without it, as :meth:`execute_each` runs a group.
@@ -368,19 +391,20 @@ class Ledger(CommandVerbs, ReadSide):
                             break
                         items.append(following)
                         results.append(None)
-                    results[index] = self._one(index, items[index], writing)
+                    results[index] = self._one(index, items[index], writing, admit)
                     index += 1
         except _Undone:
-            return items, self.execute_each(items, checked=True)
+            return items, self.execute_each(items, checked=True, admit=admit)
         return items, [cast_result(r) for r in results]
 
     def _each(self, items: Sequence[Item], pending: list[int],
-              results: list[Receipt | LessonLedgerError | None]) -> None:
+              results: list[Receipt | LessonLedgerError | None], admit: Admit | None) -> None:
         with self._transaction() as writing:
             for index in pending:
-                results[index] = self._one(index, items[index], writing)
+                results[index] = self._one(index, items[index], writing, admit)
 
-    def _one(self, index: int, item: Item, writing: Writing) -> Receipt | LessonLedgerError:
+    def _one(self, index: int, item: Item, writing: Writing,
+             admit: Admit | None = None) -> Receipt | LessonLedgerError:
         """Decide one item of a group commit; a refusal that appended nothing is returned.
 
         Raises:
@@ -388,6 +412,8 @@ class Ledger(CommandVerbs, ReadSide):
         """
         before = writing.appended
         try:
+            if admit is not None:
+                item = admit(index, item)
             if isinstance(item, Submission):
                 return self._submit(item, writing)
             parent = command_id(item.key, key_owner(item))
@@ -418,6 +444,8 @@ class Ledger(CommandVerbs, ReadSide):
                 with self._records.writing() as writing:
                     self._fold(writing, writing.append)
                     self._adopt(writing)
+                    for check in self._guards.get(threading.get_ident(), ()):
+                        check()
                     yield writing
                     saved = self._save_rows(writing)
             except BaseException:
@@ -426,6 +454,35 @@ class Ledger(CommandVerbs, ReadSide):
                     self._open_views(self.view.wanted, self.recaller.embedder)
                 raise
             self._settle()
+
+    @contextmanager
+    def guarded(self, check: Callable[[], None]) -> Iterator[None]:
+        """Run ``check`` first in every write transaction this thread opens in the block.
+
+        It runs once the views have folded everything committed before the transaction
+        (LMDB's write lock orders the writers of every process), before anything is
+        decided in it: what it raises refuses the transaction's work, and nothing of it
+        is written. A hub checks there that the sender's grant still stands
+        (:meth:`grant_as_folded`), for work that is not a group (an erasure, a push).
+        """
+        guards = self._guards.setdefault(threading.get_ident(), [])
+        guards.append(check)
+        try:
+            yield
+        finally:
+            guards.remove(check)
+            if not guards:
+                self._guards.pop(threading.get_ident(), None)
+
+    def grant_as_folded(self, public_key: str) -> Grant | None:
+        """The key's grant as the views stand, without folding what others wrote since.
+
+        Inside a write transaction (an :data:`Admit`, a :meth:`guarded` check) the views
+        have folded every event committed before it, so this is the grant in force for
+        what the transaction decides, at the cost of a dictionary look-up. Anywhere else
+        :meth:`grant_for`, which folds first, is the one to ask.
+        """
+        return access_view(self.runner).grant_for(public_key)
 
     def _adopt(self, writing: Writing) -> None:
         """Record the rules this ledger was opened with, if they are not in force (rule 9)."""
@@ -567,6 +624,14 @@ def _placed(decided: Decided, writing: Writing) -> int:
     if decided.stream is None:
         return decided.version
     return max(decided.version, writing.next_version(decided.stream))
+
+
+def _as_command(item: Item) -> AnyCommand | SkillCommand | AccessCommand:
+    """What an :data:`Admit` returned for a command: a command still."""
+    if isinstance(item, Submission):
+        msg = "admit turned a batch's command into a raw submission"
+        raise TypeError(msg)
+    return item
 
 
 def _not_erase(command: C | Erase) -> C:

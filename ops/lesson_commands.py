@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
-from lessonledger.commands.errors import BatchRefusedError, InvalidCommandError
+from lessonledger.commands.errors import BatchRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -27,7 +27,8 @@ from lessonledger.commands.messages import (
     decode_command,
 )
 from lessonledger.commands.read_side import Reader
-from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.commands.receipts import Receipt
+from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ops import charts
@@ -42,6 +43,7 @@ from lessonledger.projections.views import lesson_view, registry, view_names
 from lessonledger.sync.client import RemoteLedger
 from lessonledger.sync.replica import queue_commands, replica_info
 from lessonledger.sync.snapshots import is_replica
+from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = ["asking", "open_lessons", "open_queries", "register", "row_json"]
 
@@ -243,19 +245,75 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         echo(f"queued {len(commands)} commands in the outbox ({waiting} waiting); "
              "`lessonledger push` sends them to the hub")
         return 0
-    try:
-        if args.to:
-            with remote(args) as hub:
-                receipts = hub.execute_all([command for _, command in commands])
-        else:
-            with open_lessons(args.home) as ledger:
-                receipts = ledger.execute_all([command for _, command in commands])
-    except BatchRefusedError as e:
-        msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
-        raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
+    if args.to:
+        with remote(args) as hub:
+            _publish_in_batches(hub, commands)
+        return 0
+    with open_lessons(args.home) as ledger:
+        try:
+            receipts = ledger.execute_all([command for _, command in commands])
+        except BatchRefusedError as e:
+            msg = f"line {commands[e.index][0]}: {e.cause}; nothing was published"
+            raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
     for (_, command), receipt in zip(commands, receipts, strict=True):
-        print_json({"key": command.key, **msgspec.to_builtins(receipt)})
+        _print_receipt(command, receipt)
     return 0
+
+
+def _print_receipt(command: AnyCommand, receipt: Receipt) -> None:
+    print_json({"key": command.key, **msgspec.to_builtins(receipt)})
+
+
+def _publish_in_batches(hub: RemoteLedger, commands: list[tuple[int, AnyCommand]]) -> None:
+    """Run the commands on a hub in batches of at most ``MAX_BATCH_COMMANDS``, in order.
+
+    Each batch is all-or-nothing, and its receipts are printed once it is committed. A
+    refused batch stops the run: what the batches before it wrote stays, and the error
+    says which lines those were. Publishing the file again is safe: every command
+    carries its key, so those already written are answered with their first receipts.
+    """
+    size = MAX_BATCH_COMMANDS
+    batches = [commands[i:i + size] for i in range(0, len(commands), size)]
+    done = 0
+    with bar("publish", len(commands)) as shown:
+        for batch in batches:
+            try:
+                receipts = hub.execute_all([command for _, command in batch])
+            except BatchRefusedError as e:
+                line = batch[e.index][0]
+                msg = _stopped(commands, done, batch, f"line {line}: {e.cause}", sure=True)
+                raise InvalidCommandError(msg, f"line {line}") from e
+            except CommandError as e:
+                msg = _stopped(commands, done, batch, str(e), sure=True)
+                raise InvalidCommandError(msg, f"line {batch[0][0]}") from e
+            except LessonLedgerError as e:
+                # A hub gone silent may have committed the batch before its reply was lost.
+                raise LessonLedgerError(_stopped(commands, done, batch, str(e), sure=False)
+                                        ) from e
+            for (_, command), receipt in zip(batch, receipts, strict=True):
+                _print_receipt(command, receipt)
+            done += len(batch)
+            shown.update(done)
+    if len(batches) > 1:
+        print(f"published {len(commands)} commands in {len(batches)} batches of at most "
+              f"{size}, each all-or-nothing", file=sys.stderr)
+
+
+def _stopped(commands: list[tuple[int, AnyCommand]], done: int,
+             batch: list[tuple[int, AnyCommand]], why: str, *, sure: bool) -> str:
+    """Why a publish stopped at ``batch``, what of the file is written, what to do."""
+    if len(batch) == len(commands):
+        return f"{why}; nothing was published" if sure else (
+            f"{why}; the commands may or may not have been written: publish the file "
+            "again, and those written are answered with their first receipts (their keys)")
+    first, last = batch[0][0], batch[-1][0]
+    kept = (f"lines {commands[0][0]}-{commands[done - 1][0]} were published (their "
+            "receipts are above)" if done else "no line before it was published")
+    lost = ("nothing of it was written" if sure
+            else "it may or may not have been written")
+    return (f"{why}; the batch of lines {first}-{last} stopped the publish: {lost}, and "
+            f"{kept}. Publish the file again (after fixing it): commands already written "
+            "are answered with their first receipts (by their keys), not written twice")
 
 
 def _cmd_rebuild(args: argparse.Namespace) -> int:
@@ -326,7 +384,17 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         p.add_argument("--key", help="idempotency key (default: a fresh one)")
         p.add_argument("--json", action="store_true", help="print the receipt as JSON")
         p.set_defaults(run=run)
-    publish = sub.add_parser("publish", help="run commands given as JSON lines (see README)")
+    publish = sub.add_parser(
+        "publish", help="run commands given as JSON lines (see README)",
+        description=(
+            "Run the commands of a JSON-lines file, in order. On the home they run in one "
+            "transaction: every one, or none. With --to a hub takes at most "
+            f"{MAX_BATCH_COMMANDS} commands per batch (a batch holds its single writer), "
+            f"so the file goes in batches of at most {MAX_BATCH_COMMANDS}, each "
+            "all-or-nothing, their receipts printed as each commits; a refusal stops it "
+            "and says which lines were written. Running the same file again is safe: "
+            "every command carries its key, and one already written is answered with its "
+            "first receipt."))
     publish.add_argument("file", nargs="?", default="-", help="a file, or - for stdin")
     add_remote(publish)
     publish.set_defaults(run=_cmd_publish)

@@ -7,9 +7,12 @@ which apply :mod:`lessonledger.commands.authorization` to the connection's grant
 
 - :class:`GrantAuthority` (a hub with CURVE keys): the connection is the key libzmq
   authenticated (its ZAP User-Id), and its principal and rights are that key's current
-  ``AccessGranted`` grant. The hub refreshes the grants after every commit and while
-  idle, so a grant or a revocation counts from the next request, even on a session
-  already established.
+  ``AccessGranted`` grant. The hub refreshes these grants after every commit and every
+  half second, for its front and its handshakes; what it writes and answers is decided
+  by the key's grant as it stands at that moment (:func:`in_force`, given the grant
+  the writer's transaction or the query worker's fold found), so a grant, a
+  revocation or an erasure any process committed counts from the next request, even
+  on a session already established.
 - :class:`LoopbackAuthority` (a keyless hub): every connection is the one principal the
   operator configured when starting the hub, which is only safe where only the
   operator's own processes can connect (the hub refuses a non-loopback bind without
@@ -47,7 +50,9 @@ __all__ = [
     "authorize_event",
     "body_scope",
     "bound_to_caller",
+    "in_force",
     "may_read",
+    "no_grant",
     "require_admin",
     "require_own_principal",
     "require_read",
@@ -140,6 +145,29 @@ class GrantAuthority:
         if grant is None:
             return None
         return Access(principal=grant.principal, grant=grant, key=grant.public_key)
+
+
+def no_grant() -> AccessRefusedError:
+    """The refusal of a key that has no grant now (revoked, its principal erased)."""
+    return AccessRefusedError("", "", "read", "use this hub")
+
+
+def in_force(access: Access, grant: Grant | None) -> Access:
+    """``access`` as its key's grant stands now: ``grant``, just looked up for its key.
+
+    A keyless hub's access is the operator's and is returned as it is. A key granted
+    anew keeps the connection with the new grant's principal and rights.
+
+    Raises:
+        AccessRefusedError: the key has no grant now (``grant`` is None).
+    """
+    if access.grant is None:
+        return access
+    if grant is None:
+        raise no_grant()
+    if grant is access.grant or grant == access.grant:
+        return access
+    return Access(principal=grant.principal, grant=grant, key=grant.public_key)
 
 
 #: A scope no grant reads: a body about a lesson no longer known is withheld.

@@ -239,8 +239,13 @@ class RemoteLedger(CommandVerbs):
                     ) -> list[Receipt]:
         """Run commands in turn in one transaction on the hub: every one, or none.
 
+        At most :data:`~lessonledger.sync.wire.MAX_BATCH_COMMANDS` commands: a batch
+        holds the hub's one writer, so more go in several calls (each all-or-nothing;
+        a call retried after a failure is safe, the commands carry their keys).
+
         Raises:
             BatchRefusedError: one was refused (which, and why); nothing was written.
+            BatchTooLargeError: more commands than a batch may hold; nothing was run.
         """
         reply = self.call(wire.BatchRequest(
             [msgspec.Raw(msgspec.msgpack.encode(c)) for c in commands]))

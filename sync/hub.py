@@ -15,6 +15,13 @@ Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
   wait for the writer's GIL either. The front hands each query, with the connection's
   access as the authority decided it, to an idle worker and forwards its answer.
 
+The authority's grants are a copy, refreshed after each commit and every
+:data:`GRANTS_EVERY`: the front turns away a key without one, and the handshakes go by
+it. What the hub writes is decided by the key's grant as the writer's own transaction
+sees it (the views have folded every grant, revocation and erasure any process committed
+before it), and what a worker answers by the grant as it folds it for the query; so a
+revocation another process commits counts from the next request after it.
+
 The writer hands the front its replies over an inproc PUSH socket. A client that never
 reads its replies fills its own pipe: the reply is dropped and logged, nobody waits.
 
@@ -39,7 +46,7 @@ from uuid import UUID
 import msgspec
 import zmq
 from lessonledger.commands.access import AccessCommand, GrantAccess
-from lessonledger.commands.errors import AccessRefusedError, CommandError, InvalidCommandError
+from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
     AnyCommand,
@@ -61,6 +68,8 @@ from lessonledger.sync.authority import (
     authorize_command,
     authorize_event,
     bound_to_caller,
+    in_force,
+    no_grant,
     require_admin,
     require_own_principal,
 )
@@ -77,7 +86,8 @@ log = logging.getLogger("lessonledger.hub")
 DEFAULT_BIND = "tcp://127.0.0.1:7650"
 #: Milliseconds a client is told to wait before retrying a busy hub.
 RETRY_AFTER_MS = 20
-#: Seconds between two looks, while idle, for grants another process committed.
+#: Seconds between two refreshes of the grants the front and the handshakes go by (what
+#: the hub writes and answers goes by the grant in force then, not by these).
 GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
@@ -407,7 +417,7 @@ class Hub:
                 # revocation does not cut a CURVE session): refused from now on.
                 log.warning("refused client %s: key %s has no grant now", identity.hex(),
                             user_id)
-                raise _Refusal(AccessRefusedError("", "", "read", "use this hub"))
+                raise _Refusal(no_grant())
             self._dispatch(router, identity, frame, access)
         except wire.WireError as e:
             log.warning("refused a frame from client %s: %s", identity.hex(), e.problem)
@@ -499,8 +509,9 @@ class Hub:
                     first = None
                 if time.monotonic() - refreshed > GRANTS_EVERY:
                     # Another process (`lessonledger access grant|revoke`, `erase` on the
-                    # home) may have changed the grants: fold its events, take them. Busy
-                    # or idle: a hub that never idles must not keep a revoked key forever.
+                    # home) may have changed the grants: the front's copy takes them, so it
+                    # turns a revoked key away itself and the handshakes know new keys.
+                    # Every write is decided by the grant inside its transaction anyway.
                     ledger.catch_up()
                     self._refresh_grants(ledger)
                     refreshed = time.monotonic()
@@ -538,8 +549,13 @@ class Hub:
 
         Commands and submissions are decided as they arrive, in one transaction
         (:meth:`Ledger.execute_gathered`): the writer works on the first while the others
-        are still on their way. It takes what has arrived, up to the batch bound, and
-        while fewer requests are here than clients were in the last batch it waits up to
+        are still on their way. Each is authorized there, right before it is decided, by
+        its key's grant as the transaction sees it (``admit``): a revocation or an
+        erasure another process committed before the transaction counts, with no
+        refreshing of grants (the views folded it with everything else).
+
+        It takes what has arrived, up to the batch bound, and while fewer requests are
+        here than clients were in the last batch it waits up to
         :attr:`HubConfig.commit_delay` for them (they were just answered and are about to
         send again): one fsync then covers them all.
         """
@@ -554,20 +570,16 @@ class Hub:
         others: list[_Work] = []
         until = time.monotonic() + self.config.commit_delay
 
-        def admit(work: _Work) -> Any:
+        def take(work: _Work) -> Any:
             if work.kind not in ("command", "submit"):
                 others.append(work)
                 return None
-            try:
-                item = _authorized(ledger, work)
-            except _Refusal as r:
-                replies.append((work.identity, _reply(_refused(r.error), work.request)))
-                self.stats.refused(type(r.error).__name__)
-                log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
-                         type(r.error).__name__)
-                return None
             single.append(work)
-            return item
+            return work.items[0]
+
+        def admit(index: int, item: Any) -> Any:
+            # Inside the transaction: the grants as every writer before it left them.
+            return _admitted(ledger, single[index].access, item)
 
         def more() -> Any:
             while len(group) < self.config.max_batch:
@@ -583,17 +595,17 @@ class Hub:
                         return None
                 group.append(work)
                 senders.add(work.identity)
-                item = admit(work)
+                item = take(work)
                 if item is not None:
                     return item
             return None
 
-        item = admit(first)
+        item = take(first)
         if item is None:
             item = more()
         if item is not None:
             try:
-                _, results = ledger.execute_gathered(item, more)
+                _, results = ledger.execute_gathered(item, more, admit=admit)
             except LessonLedgerError as e:
                 # The store failed under the commit (disk full): nothing of the group was
                 # written, and every client of it is told so, rather than left waiting.
@@ -623,7 +635,8 @@ class Hub:
             replies.append((work.identity, self._alone(ledger, work)))
         self.head = ledger.head()
         if any(work.kind in ("command", "batch", "sync") for work in group):
-            # Before anyone is answered: a revocation counts from its own receipt on.
+            # Before anyone is answered: the front turns a key revoked here away from
+            # its receipt on (the writer would refuse it anyway).
             self._refresh_grants(ledger)
         seconds = time.perf_counter() - started
         self.stats.batch(len(group), self.head - before, seconds)
@@ -644,27 +657,103 @@ class Hub:
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
         try:
+            if work.kind == "sync":
+                return self._synced(ledger, work)
             if work.kind == "erase":
                 require_admin(work.access)
                 command = work.items[0]
                 require_own_principal(work.access, command.principal)
                 fields = msgspec.structs.asdict(command)
                 fields["principal"] = work.access.principal
-                erasure = ledger.erase(**fields)
+                with ledger.guarded(lambda: _still_admin(ledger, work.access)):
+                    erasure = ledger.erase(**fields)
                 return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),
                               work.request)
-            commands = [_authorized(ledger, _Work(work.identity, work.request, "command",
-                                                  work.access, [c])) for c in work.items]
-            receipts = ledger.execute_all(commands)
+
+            # Inside the transaction, every command before any is decided.
+            receipts = ledger.execute_all(
+                work.items, admit=lambda _, command: _admitted(ledger, work.access, command))
             return _reply(wire.Receipts([_receipted(r) for r in receipts]), work.request)
-        except _Refusal as r:
-            error: LessonLedgerError = r.error
         except LessonLedgerError as e:
-            error = e
+            error: LessonLedgerError = e
         self.stats.refused(type(error).__name__)
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
+
+    def _synced(self, ledger: Ledger, work: _Work) -> bytes:
+        """A sync request, decided by the key's grant as it stands now.
+
+        Reads (hello, ids, fetch) go by the grant after folding what every process
+        committed before; each write a push or an acknowledgement makes goes by the
+        grant inside its own transaction, and a grant changed in between refuses that
+        write (a replica pushes again: its commands carry their keys).
+        """
+        assert self._sync is not None, "set by the writer before any work is taken"
+        access = work.access
+        if access.key:
+            ledger.catch_up()
+            access = in_force(access, ledger.grant_as_folded(access.key))
+        # The hub's authority decided who the peer is: its grant filters the bodies a
+        # partial replica gets and is the principal of what it pushes.
+        peer = access.key or work.identity.hex()
+        with ledger.guarded(lambda: _unchanged(ledger, access)):
+            frame = self._sync.handle(work.items[0], peer, access.grant)[0]
+        return _reply(SyncReplyFrame(frame), work.request)
+
+
+def _current(ledger: Ledger, access: Access) -> Access:
+    """The connection's access by its key's grant as the writer's transaction sees it.
+
+    Called inside the write transaction only (an admit, a guard): there the views have
+    folded every grant, revocation and erasure committed before it, by any process.
+
+    Raises:
+        AccessRefusedError: the key has no grant now.
+    """
+    return in_force(access, ledger.grant_as_folded(access.key)) if access.key else access
+
+
+def _admitted(ledger: Ledger, access: Access, item: Any) -> Any:
+    """``item`` as the writer decides it: authorized by its key's grant in the transaction.
+
+    Called inside the write transaction only (an admit).
+
+    Raises:
+        CommandError: the key has no grant now, or its grant does not cover ``item``.
+    """
+    current = _current(ledger, access)
+    if current.principal != access.principal and not isinstance(item, Submission):
+        # The key was granted to another principal since the front bound the command.
+        item = bound_to_caller(item, current.principal)
+    return _authorized(ledger, current, item)
+
+
+def _still_admin(ledger: Ledger, access: Access) -> None:
+    """Refuse an erasure whose key is no longer an admin's, or no longer its principal's.
+
+    Raises:
+        AccessRefusedError: it is not.
+    """
+    current = _current(ledger, access)
+    require_admin(current)
+    if current.principal != access.principal:
+        raise AccessRefusedError(current.principal, "", "admin", (
+            f"erase as {access.principal!r}: the key was granted to another principal "
+            "while the erasure waited; send it again"))
+
+
+def _unchanged(ledger: Ledger, access: Access) -> None:
+    """Refuse a write of a sync request whose key's grant changed since it was checked.
+
+    Raises:
+        AccessRefusedError: the grant is gone, or is another one now.
+    """
+    current = _current(ledger, access)
+    if current is not access:
+        raise AccessRefusedError(current.principal, "", "write", (
+            "push with the grant this request was checked by: it changed meanwhile; "
+            "push again"))
 
 
 def _client(work: _Work) -> str:
@@ -691,6 +780,9 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
         if isinstance(body, wire.BatchRequest):
             if not body.commands:
                 raise _Refusal(InvalidCommandError("a batch needs at least one command"))
+            if len(body.commands) > wire.MAX_BATCH_COMMANDS:
+                # Before decoding any: the front refuses it at once, the writer never sees it.
+                raise _Refusal(wire.BatchTooLargeError(len(body.commands)))
             return _Work(identity, request, "batch", access,
                          [_checked(_decode_command(c), access) for c in body.commands])
         if isinstance(body, wire.EraseRequest):
@@ -733,28 +825,22 @@ def _lesson_scope(ledger: Ledger, lesson_id: UUID) -> str | None:
     return None if row is None else row.scope
 
 
-def _authorized(ledger: Ledger, work: _Work) -> Any:
-    """The work's item with the connection's principal, if its grant covers it.
+def _authorized(ledger: Ledger, access: Access, item: Any) -> Any:
+    """The item with the connection's principal, if ``access``'s grant covers it.
 
     Raises:
-        _Refusal: the grant does not cover it, or it names another principal.
+        CommandError: the grant does not cover it, or it names another principal.
     """
-    access, item = work.access, work.items[0]
-    try:
-        if isinstance(item, Submission):
-            # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
-            authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
-            require_own_principal(access, item.principal)
-            # Its id is the sender's own, as a command's key is: every envelope shows
-            # ids, so a raw id taken as given could squat the one another principal's
-            # next command derives, or be answered with another's receipt.
-            return msgspec.structs.replace(
-                item, principal=access.principal,
-                event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
-        command = item  # checked on the front thread (_checked)
-        authorize_command(access, command, lambda i: _lesson_scope(ledger, i))
-        return command
-    except CommandError as e:
-        raise _Refusal(e) from e
-
-
+    if isinstance(item, Submission):
+        # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
+        authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
+        require_own_principal(access, item.principal)
+        # Its id is the sender's own, as a command's key is: every envelope shows ids,
+        # so a raw id taken as given could squat the one another principal's next
+        # command derives, or be answered with another's receipt.
+        return msgspec.structs.replace(
+            item, principal=access.principal,
+            event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
+    # Checked on the front thread (_checked) and bound to the caller there.
+    authorize_command(access, item, lambda i: _lesson_scope(ledger, i))
+    return item

@@ -21,6 +21,7 @@ from lessonledger.sync import wire
 from lessonledger.sync.authority import (
     Access,
     body_scope,
+    in_force,
     may_read,
     require_own_principal,
     require_read,
@@ -128,12 +129,16 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
     """Answer one query from the read side, as ``access`` may see it.
 
     Reading a project needs a read grant on it; what a query shows an agent is recorded
-    under the connection's principal, never one the client names.
+    under the connection's principal, never one the client names. The grant is the
+    key's as it stands now, folded from the log when the query is answered: the one the
+    front saw may predate a revocation or an erasure another process committed.
 
     Raises:
         LessonLedgerError: the read side's own refusals, and :class:`NotGrantedError`.
         msgspec.ValidationError: the arguments do not fit the query.
     """
+    if access.key:
+        access = in_force(access, reader.grant_for(access.key))
     args = query.args
     if query.query.startswith("skill_"):
         return _skill_answer(Skills(reader), access, query.query, args)

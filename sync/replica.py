@@ -73,6 +73,7 @@ from lessonledger.sync.protocol import (
     encode,
 )
 from lessonledger.sync.state import Outboxed, ReplicaInfo, SyncState, read_marker, write_marker
+from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = [
     "PullResult",
@@ -658,11 +659,16 @@ PUSH_BUDGET = 512 << 10
 
 
 def _push_groups(waiting: list[Outboxed]) -> list[list[Outboxed]]:
-    """The outbox in order, split so each push frame stays under :data:`PUSH_BUDGET`."""
+    """The outbox in order, split so each push frame stays under :data:`PUSH_BUDGET`.
+
+    And under :data:`~lessonledger.sync.wire.MAX_BATCH_COMMANDS` commands: a push holds
+    the hub's single writer while it is decided, so the hub takes no more in one.
+    """
     groups: list[list[Outboxed]] = [[]]
     size = 0
     for queued in waiting:
-        if groups[-1] and size + len(queued.command) > PUSH_BUDGET:
+        if groups[-1] and (size + len(queued.command) > PUSH_BUDGET
+                           or len(groups[-1]) >= MAX_BATCH_COMMANDS):
             groups.append([])
             size = 0
         groups[-1].append(queued)

@@ -22,13 +22,15 @@ needs a write grant on its project.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 import msgspec
 from lessonledger.commands.authorization import may_read
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
-from lessonledger.commands.messages import decode_command
+from lessonledger.commands.messages import AnyCommand, decode_command
+from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.envelope import SALT_BYTES, Envelope, decode_envelope
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.events import (
@@ -65,6 +67,7 @@ from lessonledger.sync.protocol import (
     decode_request,
     encode,
 )
+from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = ["BODY_BUDGET", "Readable", "SyncService"]
 
@@ -220,9 +223,14 @@ class SyncService:
 
     def _push(self, push: Push, grant: Grant | None) -> Reply:
         view = self._objects()
-        results = []
         if len(push.based_on) != len(push.commands):
             return Refused("malformed", "a push needs one based-on position per command")
+        if len(push.commands) > MAX_BATCH_COMMANDS:
+            return Refused("too large", (
+                f"a push of {len(push.commands)} commands is over the hub's limit of "
+                f"{MAX_BATCH_COMMANDS} per push (one push holds the hub's single writer); "
+                f"nothing was written: push at most {MAX_BATCH_COMMANDS} at a time "
+                "(`lessonledger push` does)"))
         if grant is not None:
             # The grant the hub let this key in with may predate what another process just
             # wrote (a revoke, a principal's erasure), folded above: decide by the current.
@@ -232,6 +240,9 @@ class SyncService:
                     f"the grant of key {grant.key_name!r} was revoked or erased; nothing "
                     "was written: ask an operator for a grant (`lessonledger access grant`)"))
             grant = current
+        results: list[PushResult | None] = []
+        #: The commands to decide, each with its place in ``results``.
+        todo: list[tuple[int, AnyCommand]] = []
         for based_on, line in zip(push.based_on, push.commands, strict=True):
             erased = {(row.what, row.subject) for row in view.erasures
                       if row.position > based_on}
@@ -252,18 +263,32 @@ class SyncService:
                     f"{gone[0]} was erased after this command was made (at position "
                     f"{based_on} of the replica); it is not accepted back")))
                 continue
-            try:
-                if grant is not None:
-                    # The hub's own rule for what its grant covers.
-                    authorize_command(Access(principal=grant.principal, grant=grant,
-                                             key=grant.public_key),
-                                      command, self._lesson_scope)
-                receipt = self.ledger.execute(command)
-            except LessonLedgerError as e:
-                results.append(PushResult(command.key, refused=str(e)))
-                continue
-            results.append(PushResult(command.key, positions=receipt.positions))
-        return Pushed(results)
+            results.append(None)
+            todo.append((len(results) - 1, command))
+        if todo:
+            for (slot, command), result in zip(todo, self._decide(todo, grant), strict=True):
+                results[slot] = (PushResult(command.key, positions=result.positions)
+                                 if isinstance(result, Receipt)
+                                 else PushResult(command.key, refused=str(result)))
+        return Pushed([result for result in results if result is not None])
+
+    def _decide(self, todo: list[tuple[int, AnyCommand]], grant: Grant | None
+                ) -> list[Receipt | LessonLedgerError]:
+        """The pushed commands decided in order, in one group commit (one fsync).
+
+        Each as :meth:`Ledger.execute` would decide it then, a refused one leaving
+        nothing of its own; with a grant, each needs what the hub's own rule asks
+        (:func:`authorize_command`), checked inside the transaction.
+        """
+        access = None if grant is None else Access(principal=grant.principal, grant=grant,
+                                                   key=grant.public_key)
+
+        def admit(index: int, command: Any) -> Any:
+            if access is not None:
+                authorize_command(access, command, self._lesson_scope)
+            return command
+
+        return self.ledger.execute_each([command for _, command in todo], admit=admit)
 
     def _ack(self, ack: Ack) -> Reply:
         def decide(runner: Runner) -> Sequence[AnyEvent]:

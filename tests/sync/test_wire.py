@@ -124,6 +124,7 @@ ERRORS: list[LessonLedgerError] = [
     InvalidCommandError("invalid ObserveOutcome: bad project", "$.project"),
     BodyTooLargeError(5 << 20, 1 << 20, "$.event"),
     BatchRefusedError(2, StaleVersionError(UUID(int=7), 3, 4)),
+    wire.BatchTooLargeError(501),
     WireError("bad bytes", "garbage"),
 ]
 
