@@ -629,7 +629,7 @@ class Hub:
                 # ack committed its own), and a replica keeps several fetches in flight,
                 # which would otherwise all wait for the last one's chunk: it could not work
                 # on one chunk while the next is read.
-                for data in self._sync_replies(work):
+                for data in self._sync_replies(ledger, work):
                     outbox.send_multipart([b"", work.identity, data])
                 continue
             replies.append((work.identity, self._alone(ledger, work)))
@@ -646,19 +646,8 @@ class Hub:
         outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
         return group
 
-    def _sync_replies(self, work: _Work) -> list[bytes]:
-        """The frames answering a sync request (several for a multi-segment fetch)."""
-        assert self._sync is not None, "set by the writer before any work is taken"
-        # The hub's authority decided who the peer is: its grant filters the bodies a
-        # partial replica gets and is the principal of what it pushes.
-        peer = work.access.key or work.identity.hex()
-        return [_reply(SyncReplyFrame(frame), work.request)
-                for frame in self._sync.handle(work.items[0], peer, work.access.grant)]
-
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
         try:
-            if work.kind == "sync":
-                return self._synced(ledger, work)
             if work.kind == "erase":
                 require_admin(work.access)
                 command = work.items[0]
@@ -681,25 +670,31 @@ class Hub:
                  type(error).__name__)
         return _reply(_refused(error), work.request)
 
-    def _synced(self, ledger: Ledger, work: _Work) -> bytes:
-        """A sync request, decided by the key's grant as it stands now.
+    def _sync_replies(self, ledger: Ledger, work: _Work) -> list[bytes]:
+        """The frames answering a sync request (several for a multi-segment fetch).
 
-        Reads (hello, ids, fetch) go by the grant after folding what every process
-        committed before; each write a push or an acknowledgement makes goes by the
-        grant inside its own transaction, and a grant changed in between refuses that
-        write (a replica pushes again: its commands carry their keys).
+        Decided by the key's grant as it stands now: reads (hello, ids, fetch) go by
+        the grant after folding what every process committed before; each write a push
+        or an acknowledgement makes goes by the grant inside its own transaction, and a
+        grant changed in between refuses that write (a replica pushes again: its
+        commands carry their keys).
         """
         assert self._sync is not None, "set by the writer before any work is taken"
-        access = work.access
-        if access.key:
-            ledger.catch_up()
-            access = in_force(access, ledger.grant_as_folded(access.key))
-        # The hub's authority decided who the peer is: its grant filters the bodies a
-        # partial replica gets and is the principal of what it pushes.
-        peer = access.key or work.identity.hex()
-        with ledger.guarded(lambda: _unchanged(ledger, access)):
-            frame = self._sync.handle(work.items[0], peer, access.grant)[0]
-        return _reply(SyncReplyFrame(frame), work.request)
+        try:
+            access = work.access
+            if access.key:
+                ledger.catch_up()
+                access = in_force(access, ledger.grant_as_folded(access.key))
+            # The hub's authority decided who the peer is: its grant filters the bodies
+            # a partial replica gets and is the principal of what it pushes.
+            peer = access.key or work.identity.hex()
+            with ledger.guarded(lambda: _unchanged(ledger, access)):
+                frames = self._sync.handle(work.items[0], peer, access.grant)
+            return [_reply(SyncReplyFrame(frame), work.request) for frame in frames]
+        except LessonLedgerError as e:
+            self.stats.refused(type(e).__name__)
+            log.info("refused sync from client %s: %s", work.identity.hex(), type(e).__name__)
+            return [_reply(_refused(e), work.request)]
 
 
 def _current(ledger: Ledger, access: Access) -> Access:
