@@ -9,7 +9,7 @@ it holds is explained by the moves it lists.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import ClassVar, Union, cast
 from uuid import UUID
@@ -57,6 +57,7 @@ from lessonledger.projections.lesson_rows import (
 )
 from lessonledger.projections.outcome_table import OutcomeLog, OutcomeTable
 from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_from
+from lessonledger.projections.store import PinnedRows
 
 __all__ = [
     "ACTIVE",
@@ -156,6 +157,17 @@ class LessonView:
         #: How many items each growing list held when last saved, by (family, ordinal).
         self._saved_len: dict[tuple[bytes, int], int] = {}
         self._saving: dict[tuple[bytes, int], int] = {}
+        #: How many failures and sessions have ordinals (saved or not).
+        self._nfailures = 0
+        self._nsessions = 0
+        # -- reading failures and sessions on demand (LessonView.pinned) --
+        #: The saved rows of failures and sessions not read yet (None: all in memory).
+        self._pin: PinnedRows | None = None
+        #: Failures and sessions read and found to have no saved row.
+        self._no_failure: set[str] = set()
+        self._no_session: set[str] = set()
+        #: The position the rows were last saved at (what a newer snapshot must hold).
+        self._base = 0
 
     # -- persistence -----------------------------------------------------------------
 
@@ -182,18 +194,113 @@ class LessonView:
         With ``log`` (the home's) outcomes are read from it when asked (see
         :mod:`.outcome_table`); without, the view holds the irregular ones alone.
         """
+        rows = list(rows)
         state, irregular = saved_rows.state_from_rows(rows)
         # Rows saved before outcomes were read from the log hold every outcome (``o``
-        # rows): they are kept as irregular, and every row is written afresh.
-        legacy = bool(state.outcomes)
+        # rows): they are kept as irregular, and every row is written afresh; so are
+        # rows of an older layout (failures and sessions by ordinal).
+        head = next((v for k, v in rows if k == saved_rows.HEADER), None)
+        legacy = bool(state.outcomes) or (
+            head is not None and saved_rows.read_header(head).layout < saved_rows.LAYOUT)
         view = cls._restored(state, rules, log)
         for row in irregular:
             view._outcomes.put(row, regular=False)
         view._full = legacy
+        view._base = state.position
         if not legacy:
             view._outcomes.new_irregular.clear()
             view._saved_len = view._lengths()
         return view
+
+    @classmethod
+    def pinned(cls, pin: PinnedRows, rules: Rules | None = None,
+               log: OutcomeLog | None = None) -> LessonView:
+        """A view of the saved rows ``pin`` reads: its lessons now, the rest when needed.
+
+        A big home's failures and recalled sessions are most of its rows, and a query
+        reads a few: each is read when a fold or a query first asks for it. Rows of an
+        older layout are read whole (:meth:`load_rows`).
+        """
+        head = pin.get(saved_rows.HEADER)
+        if head is None or saved_rows.read_header(head).layout < saved_rows.LAYOUT:
+            view = cls.load_rows(pin.under(), rules, log)
+            pin.close()
+            return view
+        header = saved_rows.read_header(head)
+        rows = [(saved_rows.HEADER, head), *pin.under(saved_rows.LESSON),
+                *pin.under(saved_rows.OUTCOME), *pin.under(saved_rows.IRREGULAR)]
+        view = cls.load_rows(rows, rules, log)
+        if view._full:  # outcomes saved as rows: read whole, saved afresh
+            everything = pin.under()
+            pin.close()
+            return cls.load_rows(everything, rules, log)
+        view._nfailures, view._nsessions = header.failures, header.sessions
+        view._pin = pin
+        return view
+
+    def _failure(self, key: str) -> Failure | None:
+        """The failures under ``key``, read from the saved rows the first time."""
+        found = self._s.failures.get(key)
+        if found is not None or self._pin is None or key in self._no_failure:
+            return found
+        raw = self._pin.get(saved_rows.failure_row_key(key))
+        if raw is None:
+            self._no_failure.add(key)
+            return None
+        n, found = saved_rows.failure_of(raw)
+        self._failure_n[key] = n
+        self._s.failures[key] = found
+        return found
+
+    def _session(self, name: str) -> array[int] | None:
+        """The lessons recalled in session ``name``, read from the saved rows the first time."""
+        found = self._recalled.get(name)
+        if found is not None or self._pin is None or name in self._no_session:
+            return found
+        raw = self._pin.get(saved_rows.session_row_key(name))
+        if raw is None:
+            self._no_session.add(name)
+            return None
+        n = saved_rows.session_of(raw)
+        texts = saved_rows.recalled_of(self._pin.under(saved_rows.key(saved_rows.RECALLED, n)))
+        self._session_n[name] = n
+        self._saved_len[saved_rows.RECALLED, n] = len(texts)
+        found = self._recalled[name] = self._numbers(texts)
+        return found
+
+    def _everything(self) -> None:
+        """Read every failure and session not read yet; let the snapshot go.
+
+        The dicts are then in the order of their ordinals, as a fold from 0 makes them.
+        """
+        pin = self._pin
+        if pin is None:
+            return
+        for key, value in pin.under(saved_rows.FAILURE_BY_KEY):
+            name = key[1:].decode()
+            if name not in self._s.failures:
+                self._failure_n[name], self._s.failures[name] = saved_rows.failure_of(value)
+        for key, _ in pin.under(saved_rows.SESSION_BY_NAME):
+            name = key[1:].decode()
+            if name not in self._recalled:
+                self._session(name)  # still pinned: read as a query would
+        self._pin = None
+        pin.close()
+        self._no_failure.clear()
+        self._no_session.clear()
+        order = self._failure_n
+        self._s.failures = dict(sorted(self._s.failures.items(), key=lambda i: order[i[0]]))
+        ordinal = self._session_n
+        self._recalled = dict(sorted(self._recalled.items(), key=lambda i: ordinal[i[0]]))
+
+    def repin(self) -> None:
+        """Read from a newer snapshot when the store holds what this view last saved."""
+        if self._pin is not None:
+            self._pin.renew(self._base)
+
+    def unpin(self) -> None:
+        """Read every saved row not read yet, and let the snapshot go."""
+        self._everything()
 
     @classmethod
     def started(cls, rules: Rules | None = None, log: OutcomeLog | None = None) -> LessonView:
@@ -217,7 +324,8 @@ class LessonView:
         if self._full:
             return None
         s = self._s
-        out: list[tuple[bytes, bytes | None]] = [(saved_rows.HEADER, saved_rows.header(s))]
+        out: list[tuple[bytes, bytes | None]] = [
+            (saved_rows.HEADER, saved_rows.header(s, self._nfailures, self._nsessions))]
         self._saving = {}
         for lesson_id in self._dirty_lessons:
             row, n = s.lessons[lesson_id], self._lesson_n[lesson_id]
@@ -237,11 +345,11 @@ class LessonView:
             out.append((saved_rows.irregular_key(outcome_id),
                         None if outcome is None else saved_rows.outcome(outcome)))
         for name in self._dirty_failures:
-            out.append((saved_rows.key(saved_rows.FAILURE, self._failure_n[name]),
-                        saved_rows.failure(name, s.failures[name])))
+            out.append((saved_rows.failure_row_key(name),
+                        saved_rows.failure(self._failure_n[name], s.failures[name])))
         for name in self._new_sessions:
-            out.append((saved_rows.key(saved_rows.SESSION, self._session_n[name]),
-                        saved_rows.session(name)))
+            out.append((saved_rows.session_row_key(name),
+                        saved_rows.session(self._session_n[name])))
         for name in self._dirty_sessions:
             n = self._session_n[name]
             texts = self._texts(self._recalled[name])
@@ -257,10 +365,12 @@ class LessonView:
             self._failure_n = {k: n for n, k in enumerate(self._s.failures)}
             self._session_n = {k: n for n, k in enumerate(self._recalled)}
             self._saved_len = self._lengths()
+            self._nfailures, self._nsessions = len(self._failure_n), len(self._session_n)
             self._full = False
         else:
             self._saved_len.update(self._saving)
         self._saving = {}
+        self._base = self._s.position
         self._forget_changes()
 
     def _lengths(self) -> dict[tuple[bytes, int], int]:
@@ -268,8 +378,8 @@ class LessonView:
         for n, row in enumerate(self._s.lessons.values()):
             lengths[saved_rows.MOVES, n] = len(row.moves)
             lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
-        for n, ids in enumerate(self._recalled.values()):
-            lengths[saved_rows.RECALLED, n] = len(ids)
+        for name, ids in self._recalled.items():
+            lengths[saved_rows.RECALLED, self._session_n[name]] = len(ids)
         return lengths
 
     def _redo_all(self) -> None:
@@ -295,6 +405,7 @@ class LessonView:
         view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
         view._failure_n = {k: n for n, k in enumerate(state.failures)}
         view._session_n = {k: n for n, k in enumerate(state.recalled)}
+        view._nfailures, view._nsessions = len(state.failures), len(state.recalled)
         for session, texts in state.recalled.items():
             view._recalled[session] = view._numbers(texts)
         state.recalled = {}
@@ -449,9 +560,9 @@ class LessonView:
         return self._s.erased_at
 
     @property
-    def failures(self) -> dict[str, Failure]:
+    def failures(self) -> Mapping[str, Failure]:
         """Past failures by :func:`failure_key` (project, operation, target)."""
-        return self._s.failures
+        return _Failures(self)
 
     def observed(self, project: str) -> dict[str, str]:
         """The last value the project's outcomes reported for each fingerprint component."""
@@ -460,7 +571,7 @@ class LessonView:
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
         uuids = self._id_uuids
-        return [uuids[n] for n in self._recalled.get(session, ())]
+        return [uuids[n] for n in self._session(session) or ()]
 
     def _texts(self, numbers: Iterable[int]) -> list[str]:
         texts = self._id_texts
@@ -486,6 +597,7 @@ class LessonView:
 
     def _state(self, *, outcomes: bool = True) -> State:
         """The state as dumped: recalls spelled out as the ids' text, every outcome."""
+        self._everything()
         return msgspec.structs.replace(self._s, recalled={
             session: self._texts(numbers) for session, numbers in self._recalled.items()},
             outcomes=self._outcomes.everything() if outcomes else {})
@@ -553,16 +665,19 @@ class LessonView:
                         self._touched(event.project)  # which global lessons hold there
                 for op in sorted(event.operations, key=_ORDER):
                     key = failure_key(event.project, op.op, op.target)
+                    failure = self._failure(key)
                     if op.ok:
-                        if key in self._s.failures:  # it worked: no streak of failures
-                            self._s.failures[key].streak = 0
-                            self._s.failures[key].streak_session = ""
+                        if failure is not None:  # it worked: no streak of failures
+                            failure.streak = 0
+                            failure.streak_session = ""
                             self._dirty_failures.add(key)
                         continue
-                    if key not in self._failure_n:
-                        self._failure_n[key] = len(self._failure_n)
+                    if failure is None:
+                        failure = self._s.failures[key] = Failure()
+                        self._no_failure.discard(key)
+                        self._failure_n[key] = self._nfailures
+                        self._nfailures += 1
                     self._dirty_failures.add(key)
-                    failure = self._s.failures.setdefault(key, Failure())
                     if failure.streak and failure.error == op.error:
                         if failure.streak_session != session:
                             failure.streak += 1
@@ -734,10 +849,12 @@ class LessonView:
 
     def _recall(self, event: _Recalled, session: str, at: int) -> None:
         ids = event.lesson_ids
-        seen = self._recalled.get(session)
+        seen = self._session(session)
         if seen is None:
             seen = self._recalled[session] = array("L")
-            self._session_n[session] = len(self._session_n)
+            self._no_session.discard(session)
+            self._session_n[session] = self._nsessions
+            self._nsessions += 1
             self._new_sessions.append(session)
         before = len(seen)
         # Measured, per-id work was most of a rebuild: the set beside the saved list is
@@ -783,6 +900,29 @@ class LessonView:
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1
+
+
+class _Failures(Mapping[str, Failure]):
+    """A view's failures by key, each read from its saved rows when first asked for."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: LessonView) -> None:
+        self._view = view
+
+    def __getitem__(self, key: str) -> Failure:
+        found = self._view._failure(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        self._view._everything()
+        return iter(self._view._s.failures)
+
+    def __len__(self) -> int:
+        self._view._everything()
+        return len(self._view._s.failures)
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:

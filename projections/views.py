@@ -59,7 +59,8 @@ def registry(rules: Rules | None = None) -> list[Registered]:
     return [
         Registered(VIEW_NAME, lambda: LessonView(rules), lambda data: LessonView.load(data, rules),
                    lambda rows, store: LessonView.load_rows(rows, rules, _log(store)),
-                   lambda store: LessonView.started(rules, _log(store))),
+                   lambda store: LessonView.started(rules, _log(store)),
+                   lambda pin, store: LessonView.pinned(pin, rules, _log(store))),
         Registered(STATS_NAME, OutcomeStats, OutcomeStats.load,
                    lambda rows, _store: OutcomeStats.load_rows(rows),
                    pinned=lambda pin, _store: OutcomeStats.pinned(pin)),

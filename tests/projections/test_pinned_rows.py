@@ -1,7 +1,8 @@
 """Views that read their saved rows on demand, from the snapshot they were loaded at.
 
 Real homes and the lifecycle benchmark's story: a ledger opened on a home reads the
-outcome statistics and the audit index row by row as it needs them, while another ledger
+outcome statistics, the audit index and the lesson view's failures and sessions row by
+row as it needs them, while another ledger
 on the same home folds ahead and saves its rows over them many times. Each view still
 dumps as the one folded from position 0, and so do the views reopened from the rows they
 both saved.
@@ -17,10 +18,11 @@ from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands import ledger as ledger_module
 from lessonledger.ops.bench.lifecycle import call, story
 from lessonledger.projections.audit_index import AuditIndex
+from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.outcome_stats import OutcomeStats
-from lessonledger.projections.views import AUDIT_NAME, STATS_NAME
+from lessonledger.projections.views import AUDIT_NAME, STATS_NAME, VIEW_NAME
 
-NAMES = (STATS_NAME, AUDIT_NAME)
+NAMES = (STATS_NAME, AUDIT_NAME, VIEW_NAME)
 
 
 def rebuilt(ledger: Ledger, name: str) -> bytes:
@@ -42,6 +44,7 @@ def test_a_view_read_on_demand_stays_right_while_another_ledger_saves_ahead(
         assert isinstance(audit, AuditIndex)
         assert stats._pin is not None
         assert audit._pin is not None
+        assert first.view._pin is not None
         for step in itertools.islice(steps, 150):
             call(second, step)  # saves its rows over the ones the first has not read
         for step in itertools.islice(steps, 150):
@@ -53,7 +56,7 @@ def test_a_view_read_on_demand_stays_right_while_another_ledger_saves_ahead(
         for ledger in (first, second):
             for name in NAMES:
                 view = ledger.runner[name]
-                assert isinstance(view, OutcomeStats | AuditIndex)
+                assert isinstance(view, OutcomeStats | AuditIndex | LessonView)
                 if ledger is first:
                     assert view._pin is not None, "read whole before the check: blind"
                 assert view.dump() == rebuilt(ledger, name), name
@@ -70,6 +73,7 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
             call(ledger, step)
         projects = ledger.runner[STATS_NAME]._s.projects  # type: ignore[attr-defined]
         project, everyone = next(iter(projects)), len(projects)
+        kept = dict(ledger.view.failures)
     with open_ledger(home, sync=False) as again:
         stats = again.runner[STATS_NAME]
         assert isinstance(stats, OutcomeStats)
@@ -83,3 +87,9 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         lesson = next(iter(again.view.lessons))
         assert audit.positions("lesson", lesson)
         assert sum(len(m) for m in audit._maps.values()) == 1
+        failures = again.view._s.failures
+        assert failures == {}
+        assert again.view._recalled == {}
+        key = next(iter(kept))
+        assert again.view.failures[key] == kept[key]
+        assert list(failures) == [key]
