@@ -220,7 +220,8 @@ class PinnedRows:
     right.
 
     A held read transaction keeps LMDB from reusing the pages later commits free, so it
-    moves on (:meth:`renew`) whenever the store holds exactly what the view last saved.
+    moves on (:meth:`renew`, at every fold) whenever the newest snapshot holds either
+    what the view last saved or still what the held one does.
 
     Attributes:
         position: the position of the saved rows it reads.
@@ -258,18 +259,21 @@ class PinnedRows:
         return found
 
     def renew(self, position: int) -> None:
-        """Read from now on in a newer snapshot, if the store holds the view at ``position``.
+        """Read from now on in the newest snapshot, if it serves as well as the one held.
 
         The caller passes the position its view was last saved at: rows saved then are
-        what it holds, and rows it does not hold are unchanged since, so a snapshot with
-        exactly that position serves it as well as the old one. Any other position (a
-        save not committed yet, or another process's) keeps the old snapshot.
+        what it holds, and rows it does not hold are unchanged since, so a snapshot of
+        the store at that position serves it as well as the old one; so does one where
+        the store still holds the rows this one reads (every save moves the position).
+        Any other position (a save not committed yet, or another process's) keeps the
+        old snapshot. Called at every fold, so a snapshot held keeps at most the pages
+        of the commits since the last one from being reused.
         """
-        if position == self.position or self._txn is None:
+        if self._txn is None:
             return
         txn = self._store._env.begin()
         raw = txn.get(self._name.encode(), db=self._store._db)
-        if raw is None or len(raw) > 8 or _position(raw) != position:
+        if raw is None or len(raw) > 8 or _position(raw) not in (position, self.position):
             txn.abort()
             return
         self._txn.abort()
