@@ -25,11 +25,14 @@ fold from position 0 makes it (the view's dump is the same bytes either way).
 ``r`` + n + ``s`` c  chunk c of the lessons recalled in session n
 ===================  =========================================================
 
-Failures and sessions are keyed by name (layout 1), so a view opened on a big home reads
-one when a query or a fold first needs it (:class:`~.store.PinnedRows`); the header
-counts them, so a new one takes the next ordinal without reading the others. Rows saved
-before (layout 0) keep them by ordinal (``f`` + n: failure n and its key; ``r`` + n:
-session n's name): such a view is read whole and saved afresh in layout 1.
+Failures and sessions are keyed by name, so a view opened on a big home reads one when
+a query or a fold first needs it (:class:`~.store.PinnedRows`), and a lesson's moves and
+evidence when something first reads its history; the header counts failures and
+sessions, so a new one takes the next ordinal without reading the others, and lists
+what demoted lessons said, so no lesson's moves are read to know it. That is layout 2.
+Rows saved before keep failures and sessions by ordinal (``f`` + n: failure n and its
+key; ``r`` + n: session n's name), or have no such header: such a view is read whole
+and saved afresh in layout 2.
 
 Outcomes are not saved: the log holds them (:mod:`.outcome_table`) but for the irregular
 ones. Rows saved before that hold one per outcome (``o`` + n), read as irregular ones.
@@ -58,8 +61,10 @@ __all__ = [
     "chunk_rows",
     "failure_of",
     "failure_row_key",
+    "ids_of",
     "irregular_key",
     "key",
+    "moves_of",
     "read_header",
     "recalled_of",
     "session_of",
@@ -74,10 +79,10 @@ CHUNK = 16
 
 HEADER = b"h"
 LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
-#: Failures and sessions by name (layout 1).
+#: Failures and sessions by name (from layout 1).
 FAILURE_BY_KEY, SESSION_BY_NAME = b"F", b"R"
 #: The layout :func:`state_rows` writes.
-LAYOUT = 1
+LAYOUT = 2
 IRREGULAR = b"x"
 #: What part of a lesson (or a session) a row under it holds.
 USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
@@ -93,10 +98,13 @@ class Header(msgspec.Struct, array_like=True):
     erased_at: int
     adoptions: list[Adoption]
     observed: dict[str, dict[str, str]]
-    #: 0: failures and sessions by ordinal; 1: by name, counted below.
+    #: 0: failures and sessions by ordinal; 1: by name, counted below; 2: and what
+    #: was demoted.
     layout: int = 0
     failures: int = 0
     sessions: int = 0
+    #: What demoted lessons said (``same_as``), so a view need not read their moves.
+    demoted: list[tuple[str, str, str, str]] = []
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -127,10 +135,27 @@ def irregular_key(outcome_id: UUID) -> bytes:
     return IRREGULAR + outcome_id.bytes
 
 
-def header(state: State, failures: int, sessions: int) -> bytes:
-    """The header row's value, with how many failures and sessions have ordinals."""
+def header(state: State, failures: int, sessions: int,
+           demoted: Iterable[tuple[str, str, str, str]] = ()) -> bytes:
+    """The header row's value: how many failures and sessions have ordinals, what was demoted."""
     return _encode(Header(state.position, state.epoch, state.erased_at, state.adoptions,
-                          state.observed, LAYOUT, failures, sessions))
+                          state.observed, LAYOUT, failures, sessions, sorted(demoted)))
+
+
+def moves_of(rows: Iterable[tuple[bytes, bytes]]) -> list[Move]:
+    """A lesson's moves, from its chunk rows in key order."""
+    found: list[Move] = []
+    for _, value in rows:
+        found.extend(_moves.decode(value))
+    return found
+
+
+def ids_of(rows: Iterable[tuple[bytes, bytes]]) -> list[UUID]:
+    """A lesson's evidence, from its chunk rows in key order."""
+    found: list[UUID] = []
+    for _, value in rows:
+        found.extend(_ids.decode(value))
+    return found
 
 
 def read_header(value: bytes) -> Header:
@@ -209,9 +234,10 @@ def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
 
 
 def state_rows(state: State, irregular: Mapping[UUID, OutcomeRow],
+               demoted: Iterable[tuple[str, str, str, str]] = (),
                ) -> Iterator[tuple[bytes, bytes]]:
     """Every row of ``state`` and of its ``irregular`` outcomes (each list's chunks in order)."""
-    yield HEADER, header(state, len(state.failures), len(state.recalled))
+    yield HEADER, header(state, len(state.failures), len(state.recalled), demoted)
     for n, row in enumerate(state.lessons.values()):
         yield key(LESSON, n), lesson(row)
     for n, row in enumerate(state.lessons.values()):

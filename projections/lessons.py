@@ -163,6 +163,8 @@ class LessonView:
         # -- reading failures and sessions on demand (LessonView.pinned) --
         #: The saved rows of failures and sessions not read yet (None: all in memory).
         self._pin: PinnedRows | None = None
+        #: Lessons whose moves and evidence are not read yet, with their ordinals.
+        self._bare: dict[UUID, int] = {}
         #: Failures and sessions read and found to have no saved row.
         self._no_failure: set[str] = set()
         self._no_session: set[str] = set()
@@ -227,7 +229,10 @@ class LessonView:
             pin.close()
             return view
         header = saved_rows.read_header(head)
-        rows = [(saved_rows.HEADER, head), *pin.under(saved_rows.LESSON),
+        # A lesson's row and usage clocks, not its moves and evidence (most of its bytes).
+        lessons = [(k, v) for k, v in pin.under(saved_rows.LESSON)
+                   if k[9:10] in (b"", saved_rows.USAGE)]
+        rows = [(saved_rows.HEADER, head), *lessons,
                 *pin.under(saved_rows.OUTCOME), *pin.under(saved_rows.IRREGULAR)]
         view = cls.load_rows(rows, rules, log)
         if view._full:  # outcomes saved as rows: read whole, saved afresh
@@ -235,8 +240,42 @@ class LessonView:
             pin.close()
             return cls.load_rows(everything, rules, log)
         view._nfailures, view._nsessions = header.failures, header.sessions
+        view._demoted = {cast(tuple[str, str, str, str], tuple(d)) for d in header.demoted}
+        view._bare = dict(view._lesson_n)
         view._pin = pin
         return view
+
+    def _fill(self, row: LessonRow) -> None:
+        """Give a lesson read without them its moves and evidence, from the saved rows."""
+        n = self._bare.pop(row.lesson_id, None)
+        if n is None or self._pin is None:
+            return
+        row.moves = saved_rows.moves_of(self._pin.under(saved_rows.key(saved_rows.MOVES, n)))
+        row.evidence = saved_rows.ids_of(
+            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)))
+        self._saved_len[saved_rows.MOVES, n] = len(row.moves)
+        self._saved_len[saved_rows.EVIDENCE, n] = len(row.evidence)
+
+    def _row(self, lesson_id: UUID) -> LessonRow | None:
+        """A lesson's row with its moves and evidence (None: no such lesson)."""
+        row = self._s.lessons.get(lesson_id)
+        if row is not None and self._bare:
+            self._fill(row)
+        return row
+
+    def brief(self, lesson_id: UUID) -> LessonRow:
+        """A lesson's row, whose moves and evidence may not be read yet (empty until then).
+
+        For what reads its status, text and figures alone (the vector index): opening a
+        big home reads no lesson's history.
+        """
+        self._settle()
+        return self._s.lessons[lesson_id]
+
+    def briefs(self) -> Iterable[LessonRow]:
+        """Every lesson's row, as :meth:`brief` gives it."""
+        self._settle()
+        return self._s.lessons.values()
 
     def _failure(self, key: str) -> Failure | None:
         """The failures under ``key``, read from the saved rows the first time."""
@@ -276,6 +315,9 @@ class LessonView:
         pin = self._pin
         if pin is None:
             return
+        for row in self._s.lessons.values():
+            if row.lesson_id in self._bare:
+                self._fill(row)
         for key, value in pin.under(saved_rows.FAILURE_BY_KEY):
             name = key[1:].decode()
             if name not in self._s.failures:
@@ -312,7 +354,8 @@ class LessonView:
     def rows(self) -> Iterable[tuple[bytes, bytes]]:
         """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
         self._settle()
-        return saved_rows.state_rows(self._state(outcomes=False), self._outcomes.irregular)
+        return saved_rows.state_rows(self._state(outcomes=False), self._outcomes.irregular,
+                                     self._demoted)
 
     def changes(self) -> list[tuple[bytes, bytes | None]] | None:
         """The rows changed since the last :meth:`saved` (None deletes a row).
@@ -325,11 +368,14 @@ class LessonView:
             return None
         s = self._s
         out: list[tuple[bytes, bytes | None]] = [
-            (saved_rows.HEADER, saved_rows.header(s, self._nfailures, self._nsessions))]
+            (saved_rows.HEADER, saved_rows.header(s, self._nfailures, self._nsessions,
+                                                  self._demoted))]
         self._saving = {}
         for lesson_id in self._dirty_lessons:
             row, n = s.lessons[lesson_id], self._lesson_n[lesson_id]
             out.append((saved_rows.key(saved_rows.LESSON, n), saved_rows.lesson(row)))
+            if lesson_id in self._bare:
+                continue  # its moves and evidence are as saved
             for family, items in ((saved_rows.MOVES, row.moves),
                                   (saved_rows.EVIDENCE, row.evidence)):
                 out += saved_rows.chunk_rows(family, n, items,
@@ -425,10 +471,10 @@ class LessonView:
     # -- queries ----------------------------------------------------------------------
 
     @property
-    def lessons(self) -> dict[UUID, LessonRow]:
-        """Every lesson ever proposed, by id."""
+    def lessons(self) -> Mapping[UUID, LessonRow]:
+        """Every lesson ever proposed, by id (each row with its moves and evidence)."""
         self._settle()
-        return self._s.lessons
+        return _Lessons(self)
 
     def _settle(self) -> None:
         """Give the rows the usage clocks recalls set since the last read."""
@@ -701,7 +747,7 @@ class LessonView:
             case LessonPromoted():
                 self._promote(event, position)
             case LessonDemoted():
-                row = self._s.lessons.get(event.lesson_id)
+                row = self._row(event.lesson_id)
                 if row is not None:
                     row.scope = event.to_scope
                     self._demoted.add(row.same_as)
@@ -751,6 +797,7 @@ class LessonView:
                 self._lesson_n[event.lesson_id] = len(self._lesson_n)
                 self._dirty_usage.add(event.lesson_id)
         self._s.lessons[event.lesson_id] = row
+        self._bare.pop(event.lesson_id, None)
         text = str(event.lesson_id)
         self._rows_by_text[text] = row
         self._usage.pop(text, None)  # a recall before this proposal used no such row
@@ -759,7 +806,7 @@ class LessonView:
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
-        row = self._s.lessons.get(lesson_id)
+        row = self._row(lesson_id)
         if row is None:
             return
         # In doubt where what it prefers last failed for good, until it works there again
@@ -806,7 +853,7 @@ class LessonView:
             for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
-        row = self._s.lessons.get(event.lesson_id)
+        row = self._row(event.lesson_id)
         # A successor is always proposed before the lesson it replaces is superseded, so
         # an unknown one was erased since: the lesson it would have replaced stays.
         if row is None or (event.by is not None and event.by not in self._s.lessons):
@@ -819,7 +866,7 @@ class LessonView:
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 
     def _promote(self, event: LessonPromoted, position: int) -> None:
-        row = self._s.lessons.get(event.lesson_id)
+        row = self._row(event.lesson_id)
         if row is None:
             return
         row.scope = "global"
@@ -827,7 +874,7 @@ class LessonView:
             if project not in row.projects:
                 row.projects.append(project)
         for merged_id in event.merged:
-            merged = self._s.lessons.get(merged_id)
+            merged = self._row(merged_id)
             if merged is None:
                 continue
             row.evidence += [o for o in merged.evidence if o not in row.evidence]
@@ -880,6 +927,7 @@ class LessonView:
             bound = row.fingerprint.get(event.component)
             if (row.active or row.status == "claimed") and row.scope == event.scope \
                     and bound is not None and bound != event.new:
+                self._fill(row)
                 if row.status == "trusted":
                     row.status = "trial"
                 self._touched(row.scope)
@@ -895,11 +943,36 @@ class LessonView:
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch \
                     and row.longevity not in event.exempt:
+                self._fill(row)
                 self._touched(row.scope)
                 self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1
+
+
+class _Lessons(Mapping[UUID, LessonRow]):
+    """A view's lessons by id, each given its moves and evidence when first asked for."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: LessonView) -> None:
+        self._view = view
+
+    def __getitem__(self, lesson_id: UUID) -> LessonRow:
+        row = self._view._row(lesson_id)
+        if row is None:
+            raise KeyError(lesson_id)
+        return row
+
+    def __contains__(self, lesson_id: object) -> bool:
+        return lesson_id in self._view._s.lessons
+
+    def __iter__(self) -> Iterator[UUID]:
+        return iter(self._view._s.lessons)
+
+    def __len__(self) -> int:
+        return len(self._view._s.lessons)
 
 
 class _Failures(Mapping[str, Failure]):

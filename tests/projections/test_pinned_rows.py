@@ -74,6 +74,7 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         projects = ledger.runner[STATS_NAME]._s.projects  # type: ignore[attr-defined]
         project, everyone = next(iter(projects)), len(projects)
         kept = dict(ledger.view.failures)
+        lesson, history = next((i, r.moves) for i, r in ledger.view.lessons.items() if r.moves)
     with open_ledger(home, sync=False) as again:
         stats = again.runner[STATS_NAME]
         assert isinstance(stats, OutcomeStats)
@@ -84,7 +85,6 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         audit = again.runner[AUDIT_NAME]
         assert isinstance(audit, AuditIndex)
         assert not any(audit._maps.values())
-        lesson = next(iter(again.view.lessons))
         assert audit.positions("lesson", lesson)
         assert sum(len(m) for m in audit._maps.values()) == 1
         failures = again.view._s.failures
@@ -93,3 +93,10 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         key = next(iter(kept))
         assert again.view.failures[key] == kept[key]
         assert list(failures) == [key]
+        bare = again.view._bare
+        assert len(bare) == len(again.view._s.lessons) > 1
+        row = again.view.lessons[lesson]
+        assert row.moves
+        assert row.moves == history
+        assert lesson not in bare
+        assert len(bare) == len(again.view._s.lessons) - 1
