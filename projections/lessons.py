@@ -272,6 +272,10 @@ class LessonView:
         self._settle()
         return self._s.lessons[lesson_id]
 
+    def _briefs(self) -> Mapping[UUID, LessonRow]:
+        self._settle()
+        return self._s.lessons
+
     def briefs(self) -> Iterable[LessonRow]:
         """Every lesson's row, as :meth:`brief` gives it."""
         self._settle()
@@ -499,9 +503,13 @@ class LessonView:
         """How many reconcile passes have run."""
         return self._s.epoch
 
-    def active_for(self, project: str) -> list[LessonRow]:
-        """Active lessons a project may see: its own and global ones, strongest first."""
-        lessons = self.lessons
+    def active_for(self, project: str, *, history: bool = True) -> list[LessonRow]:
+        """Active lessons a project may see: its own and global ones, strongest first.
+
+        Without ``history`` the rows are as :meth:`brief` gives them (for a ranking that
+        reads no lesson's moves or evidence).
+        """
+        lessons = self.lessons if history else self._briefs()
         ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         rows = [lessons[i] for i in ids]
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
