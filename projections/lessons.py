@@ -717,9 +717,13 @@ class LessonView:
                     if not event.fingerprint.items() <= seen.items():
                         seen.update(event.fingerprint)
                         self._touched(event.project)  # which global lessons hold there
+                failures = self._s.failures
                 for op in sorted(event.operations, key=_ORDER):
                     key = failure_key(event.project, op.op, op.target)
-                    failure = self._failure(key)
+                    # The dict first: a fold from 0 holds every failure (no call).
+                    failure = failures.get(key)
+                    if failure is None and self._pin is not None:
+                        failure = self._failure(key)
                     if op.ok:
                         if failure is not None:  # it worked: no streak of failures
                             failure.streak = 0
@@ -727,7 +731,7 @@ class LessonView:
                             self._dirty_failures.add(key)
                         continue
                     if failure is None:
-                        failure = self._s.failures[key] = Failure()
+                        failure = failures[key] = Failure()
                         self._no_failure.discard(key)
                         self._failure_n[key] = self._nfailures
                         self._nfailures += 1
@@ -814,7 +818,9 @@ class LessonView:
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
-        row = self._row(lesson_id)
+        row = self._s.lessons.get(lesson_id)
+        if row is not None and self._bare:
+            self._fill(row)
         if row is None:
             return
         # In doubt where what it prefers last failed for good, until it works there again
@@ -904,7 +910,9 @@ class LessonView:
 
     def _recall(self, event: _Recalled, session: str, at: int) -> None:
         ids = event.lesson_ids
-        seen = self._session(session)
+        seen = self._recalled.get(session)
+        if seen is None and self._pin is not None:
+            seen = self._session(session)
         if seen is None:
             seen = self._recalled[session] = array("L")
             self._no_session.discard(session)
