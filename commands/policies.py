@@ -187,7 +187,8 @@ def _survivor(view: LessonView, lesson_id: UUID) -> UUID:
     """
     row = view.lessons[lesson_id]
     for _ in range(64):  # a chain, never a cycle; the bound only guards bad data
-        if row.active or row.reason != "replaced" or row.superseded_by not in view.lessons:
+        if row.active or row.reason != "replaced" or row.superseded_by is None \
+                or row.superseded_by not in view.lessons:
             break
         row = view.lessons[row.superseded_by]
     return row.lesson_id

@@ -167,7 +167,7 @@ class Recaller:
 
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
-        rows = [r for r in view.active_for(project) if r.target == target]
+        rows = [r for r in view.active_for(project, history=False) if r.target == target]
         away = elsewhere(rows, view.observed(project))
         rows = [r for r in rows if r.lesson_id not in away]
         over = overruled(rows)
@@ -201,7 +201,7 @@ class Recaller:
 
 def _here(view: LessonView, project: str) -> list[LessonRow]:
     """The project's candidates: its active lessons and the global ones that hold there."""
-    rows = view.active_for(project)
+    rows = view.active_for(project, history=False)  # ranked by their figures alone
     away = elsewhere(rows, view.observed(project))
     return [r for r in rows if r.lesson_id not in away] if away else rows
 

@@ -46,6 +46,7 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections.body import shared_event
+from lessonledger.projections.store import PinnedRows
 
 __all__ = ["CHUNK", "AuditIndex", "ErasureEntry"]
 
@@ -113,6 +114,13 @@ class AuditIndex:
         self._full = True
         #: How many positions each list held at the last save, for those that grew since.
         self._grown: dict[tuple[str, str], int] = {}
+        #: The saved rows of lists not read yet (None: every list is in memory). A list
+        #: is read when first asked for or added to; one with no saved rows is then
+        #: known empty.
+        self._pin: PinnedRows | None = None
+        self._absent: set[tuple[str, str]] = set()
+        #: The position the rows were last saved at (what a newer snapshot must hold).
+        self._base = 0
 
     @property
     def position(self) -> int:
@@ -125,8 +133,45 @@ class AuditIndex:
         ``kind`` is ``principal``, ``session``, ``lesson`` or ``outcome``; a lesson or an
         outcome is named by its id.
         """
-        found = self._maps[kind].get(str(key))
+        found = self._list(kind, str(key))
         return found.tolist() if found is not None else []
+
+    def _list(self, kind: str, key: str) -> array[int] | None:
+        """The positions naming ``key``, read from the saved rows the first time."""
+        found = self._maps[kind].get(key)
+        if found is not None or self._pin is None or (kind, key) in self._absent:
+            return found
+        rows = self._pin.under(_prefix(kind, key))
+        if not rows:
+            self._absent.add((kind, key))
+            return None
+        found = self._maps[kind][key] = array("Q")
+        for _, value in rows:
+            found.frombytes(value)
+        return found
+
+    def _everything(self) -> dict[str, dict[str, array[int]]]:
+        """Every list, each read from the saved rows unless already in memory."""
+        if self._pin is not None:
+            loaded = AuditIndex.load_rows(self._pin.under())
+            for kind, entries in loaded._maps.items():
+                known = self._maps[kind]
+                for key, found in known.items():
+                    entries[key] = found  # grown since: memory holds the saved part too
+                self._maps[kind] = entries
+            self._pin.close()
+            self._pin = None
+            self._absent.clear()
+        return self._maps
+
+    def repin(self) -> None:
+        """Read from a newer snapshot when the store holds what this index last saved."""
+        if self._pin is not None:
+            self._pin.renew(self._base)
+
+    def unpin(self) -> None:
+        """Read every saved row not read yet, and let the snapshot go."""
+        self._everything()
 
     @property
     def erasures(self) -> list[ErasureEntry]:
@@ -203,7 +248,10 @@ class AuditIndex:
     def _add(self, kind: str, key: str, position: int) -> None:
         found = self._maps[kind].get(key)
         if found is None:
+            found = self._list(kind, key)
+        if found is None:
             found = self._maps[kind][key] = array("Q")
+            self._absent.discard((kind, key))
         if not self._full and (kind, key) not in self._grown:
             self._grown[kind, key] = len(found)
         found.append(position)
@@ -216,7 +264,7 @@ class AuditIndex:
     def rows(self) -> Iterator[tuple[bytes, bytes]]:
         """Every row, the header first."""
         yield _HEADER, self._head()
-        for kind, entries in self._maps.items():
+        for kind, entries in self._everything().items():
             for key, found in entries.items():
                 for chunk in range(-(-len(found) // CHUNK)):
                     yield _key(kind, key, chunk), found[chunk * CHUNK:(chunk + 1) * CHUNK
@@ -238,6 +286,7 @@ class AuditIndex:
         """What :meth:`changes` (or :meth:`rows`) gave is stored: track from here."""
         self._full = False
         self._grown.clear()
+        self._base = self._position
 
     @classmethod
     def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> AuditIndex:
@@ -257,12 +306,27 @@ class AuditIndex:
                 found = entries[key] = array("Q")
             found.frombytes(value)
         view._full = False
+        view._base = view._position
+        return view
+
+    @classmethod
+    def pinned(cls, pin: PinnedRows) -> AuditIndex:
+        """A view of the saved rows ``pin`` reads: the header now, each list when needed."""
+        view = cls()
+        raw = pin.get(_HEADER)
+        if raw is not None:
+            head = _header.decode(raw)
+            view._position, view._erasures = head.position, head.erasures
+            view._holders = head.holders
+        view._base = view._position
+        view._pin = pin
+        view._full = False
         return view
 
     def dump(self) -> bytes:
         """The whole state as bytes; views folded from the same log dump the same."""
         packed = {kind: {key: found.tobytes() for key, found in entries.items()}
-                  for kind, entries in self._maps.items()}
+                  for kind, entries in self._everything().items()}
         return _encoder.encode(_State(position=self._position, erasures=self._erasures,
                                       holders=self._holders, **packed))
 
@@ -283,5 +347,10 @@ class AuditIndex:
 
 def _key(kind: str, key: str, chunk: int) -> bytes:
     """A chunk's row key: the kind, the key (length first, so none is another's prefix)."""
+    return _prefix(kind, key) + chunk.to_bytes(4, "big")
+
+
+def _prefix(kind: str, key: str) -> bytes:
+    """What the keys of every chunk of one list start with."""
     raw = key.encode()
-    return _KINDS[kind] + len(raw).to_bytes(2, "big") + raw + chunk.to_bytes(4, "big")
+    return _KINDS[kind] + len(raw).to_bytes(2, "big") + raw

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lessonledger.ledger.errors import LessonLedgerError
 
-__all__ = ["ProjectionError", "UnknownViewError", "VectorShapeError"]
+__all__ = ["ProjectionError", "UnknownViewError", "VectorShapeError", "ViewClosedError"]
 
 
 class ProjectionError(LessonLedgerError, ValueError):
@@ -38,3 +38,16 @@ class VectorShapeError(ProjectionError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"{detail}; pass finite vectors of the embedder's dimension")
+
+
+class ViewClosedError(ProjectionError):
+    """A view read on demand was asked for rows after its snapshot was let go.
+
+    Attributes:
+        name: the view's registered name.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"the saved rows of view {name!r} were let go (its ledger was "
+                         "closed); open the home again to read it")

@@ -72,7 +72,7 @@ class IndexKeeper:
     def rebuild(self) -> VectorIndex:
         """Build the index of the view's active lessons from the log alone."""
         self.view.changed.clear()
-        active = [r for r in self.view.lessons.values() if r.active]
+        active = [r for r in self.view.briefs() if r.active]
         try:
             index = build(self.items(active), self.embedder)
         except Exception as error:  # a plug-in embedder may raise anything
@@ -111,10 +111,10 @@ class IndexKeeper:
     def sync(self) -> None:
         """Bring the index in line with the lessons that changed in the view."""
         changed, self.view.changed = self.view.changed, set()
-        lessons = self.view.lessons
-        wanted = [lessons[i] for i in changed if lessons[i].active and i not in self.index]
+        brief = self.view.brief  # the status and text: no lesson's history is read
+        wanted = [brief(i) for i in changed if brief(i).active and i not in self.index]
         for lesson_id in changed:
-            if not lessons[lesson_id].active and lesson_id in self.index:
+            if not brief(lesson_id).active and lesson_id in self.index:
                 self.index.remove(lesson_id)
         if wanted:
             items = self.items(wanted)

@@ -20,10 +20,19 @@ fold from position 0 makes it (the view's dump is the same bytes either way).
 ``l`` + n + ``m`` c  chunk c of lesson n's moves
 ``l`` + n + ``e`` c  chunk c of lesson n's evidence
 ``x`` + id           an irregular outcome (:mod:`.outcome_table`), by its id
-``f`` + n            failure n and its key
-``r`` + n            session n's name
+``F`` + key          the failures under ``key`` (``project|op|target``) and n
+``R`` + name         session ``name``'s ordinal n
 ``r`` + n + ``s`` c  chunk c of the lessons recalled in session n
 ===================  =========================================================
+
+Failures and sessions are keyed by name, so a view opened on a big home reads one when
+a query or a fold first needs it (:class:`~.store.PinnedRows`), and a lesson's moves and
+evidence when something first reads its history; the header counts failures and
+sessions, so a new one takes the next ordinal without reading the others, and lists
+what demoted lessons said, so no lesson's moves are read to know it. That is layout 2.
+Rows saved before keep failures and sessions by ordinal (``f`` + n: failure n and its
+key; ``r`` + n: session n's name), or have no such header: such a view is read whole
+and saved afresh in layout 2.
 
 Outcomes are not saved: the log holds them (:mod:`.outcome_table`) but for the irregular
 ones. Rows saved before that hold one per outcome (``o`` + n), read as irregular ones.
@@ -47,10 +56,19 @@ from lessonledger.projections.lesson_rows import (
 
 __all__ = [
     "CHUNK",
+    "LAYOUT",
     "Header",
     "chunk_rows",
+    "failure_of",
+    "failure_row_key",
+    "ids_of",
     "irregular_key",
     "key",
+    "moves_of",
+    "read_header",
+    "recalled_of",
+    "session_of",
+    "session_row_key",
     "state_from_rows",
     "state_rows",
 ]
@@ -61,6 +79,10 @@ CHUNK = 16
 
 HEADER = b"h"
 LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
+#: Failures and sessions by name (from layout 1).
+FAILURE_BY_KEY, SESSION_BY_NAME = b"F", b"R"
+#: The layout :func:`state_rows` writes.
+LAYOUT = 2
 IRREGULAR = b"x"
 #: What part of a lesson (or a session) a row under it holds.
 USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
@@ -76,6 +98,13 @@ class Header(msgspec.Struct, array_like=True):
     erased_at: int
     adoptions: list[Adoption]
     observed: dict[str, dict[str, str]]
+    #: 0: failures and sessions by ordinal; 1: by name, counted below; 2: and what
+    #: was demoted.
+    layout: int = 0
+    failures: int = 0
+    sessions: int = 0
+    #: What demoted lessons said (``same_as``), so a view need not read their moves.
+    demoted: list[tuple[str, str, str, str]] = []
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -86,6 +115,8 @@ _moves = msgspec.msgpack.Decoder(list[Move])
 _ids = msgspec.msgpack.Decoder(list[UUID])
 _outcome = msgspec.msgpack.Decoder(OutcomeRow)
 _failure = msgspec.msgpack.Decoder(tuple[str, Failure])
+_numbered_failure = msgspec.msgpack.Decoder(tuple[int, Failure])
+_ordinal = msgspec.msgpack.Decoder(int)
 _texts = msgspec.msgpack.Decoder(list[str])
 _text = msgspec.msgpack.Decoder(str)
 
@@ -104,10 +135,60 @@ def irregular_key(outcome_id: UUID) -> bytes:
     return IRREGULAR + outcome_id.bytes
 
 
-def header(state: State) -> bytes:
-    """The header row's value."""
+def header(state: State, failures: int, sessions: int,
+           demoted: Iterable[tuple[str, str, str, str]] = ()) -> bytes:
+    """The header row's value: how many failures and sessions have ordinals, what was demoted."""
     return _encode(Header(state.position, state.epoch, state.erased_at, state.adoptions,
-                          state.observed))
+                          state.observed, LAYOUT, failures, sessions, sorted(demoted)))
+
+
+def moves_of(rows: Iterable[tuple[bytes, bytes]]) -> list[Move]:
+    """A lesson's moves, from its chunk rows in key order."""
+    found: list[Move] = []
+    for _, value in rows:
+        found.extend(_moves.decode(value))
+    return found
+
+
+def ids_of(rows: Iterable[tuple[bytes, bytes]]) -> list[UUID]:
+    """A lesson's evidence, from its chunk rows in key order."""
+    found: list[UUID] = []
+    for _, value in rows:
+        found.extend(_ids.decode(value))
+    return found
+
+
+def read_header(value: bytes) -> Header:
+    """The header row's value read."""
+    return _header.decode(value)
+
+
+def failure_row_key(name: str) -> bytes:
+    """The key of the row of the failures under ``name`` (``project|op|target``)."""
+    return FAILURE_BY_KEY + name.encode()
+
+
+def failure_of(value: bytes) -> tuple[int, Failure]:
+    """A failure row's value read: its ordinal and the failures."""
+    return _numbered_failure.decode(value)
+
+
+def session_row_key(name: str) -> bytes:
+    """The key of the row of session ``name``'s ordinal."""
+    return SESSION_BY_NAME + name.encode()
+
+
+def session_of(value: bytes) -> int:
+    """A session row's value read: its ordinal."""
+    return _ordinal.decode(value)
+
+
+def recalled_of(rows: Iterable[tuple[bytes, bytes]]) -> list[str]:
+    """The lessons recalled in a session, from its chunk rows in key order."""
+    found: list[str] = []
+    for _, value in rows:
+        found.extend(_texts.decode(value))
+    return found
 
 
 def lesson(row: LessonRow) -> bytes:
@@ -126,14 +207,14 @@ def outcome(row: OutcomeRow) -> bytes:
     return _encode(row)
 
 
-def failure(name: str, row: Failure) -> bytes:
-    """A failure row's value, with its key (``project|op|target``)."""
-    return _encode((name, row))
+def failure(ordinal: int, row: Failure) -> bytes:
+    """A failure row's value, with its ordinal (its place in the view's dict)."""
+    return _encode((ordinal, row))
 
 
-def session(name: str) -> bytes:
-    """A session row's value: its name."""
-    return _encode(name)
+def session(ordinal: int) -> bytes:
+    """A session row's value: its ordinal."""
+    return _encode(ordinal)
 
 
 def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
@@ -153,9 +234,10 @@ def chunk_rows(family: bytes, ordinal: int, items: list[Any], saved: int,
 
 
 def state_rows(state: State, irregular: Mapping[UUID, OutcomeRow],
+               demoted: Iterable[tuple[str, str, str, str]] = (),
                ) -> Iterator[tuple[bytes, bytes]]:
     """Every row of ``state`` and of its ``irregular`` outcomes (each list's chunks in order)."""
-    yield HEADER, header(state)
+    yield HEADER, header(state, len(state.failures), len(state.recalled), demoted)
     for n, row in enumerate(state.lessons.values()):
         yield key(LESSON, n), lesson(row)
     for n, row in enumerate(state.lessons.values()):
@@ -169,9 +251,9 @@ def state_rows(state: State, irregular: Mapping[UUID, OutcomeRow],
     for outcome_id, out in irregular.items():
         yield irregular_key(outcome_id), outcome(out)
     for n, (name, fail) in enumerate(state.failures.items()):
-        yield key(FAILURE, n), failure(name, fail)
+        yield failure_row_key(name), failure(n, fail)
     for n, name in enumerate(state.recalled):
-        yield key(SESSION, n), session(name)
+        yield session_row_key(name), session(n)
     for n, ids in enumerate(state.recalled.values()):
         for k, v in chunk_rows(RECALLED, n, ids, 0):
             assert v is not None
@@ -196,9 +278,17 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
     outcomes: list[OutcomeRow] = []
     names: dict[int, str] = {}
     recalled: dict[int, list[str]] = {}
+    failures: dict[int, tuple[str, Failure]] = {}
     for k, value in rows:
         if k[:1] == IRREGULAR:
             irregular.append(_outcome.decode(value))
+            continue
+        if k[:1] == FAILURE_BY_KEY:
+            n, fail = failure_of(value)
+            failures[n] = (k[1:].decode(), fail)
+            continue
+        if k[:1] == SESSION_BY_NAME:
+            names[session_of(value)] = k[1:].decode()
             continue
         family, n = k[9:10] or k[:1], int.from_bytes(k[1:9], "big")
         if family == HEADER:
@@ -217,8 +307,7 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
         elif family == OUTCOME:
             outcomes.append(_outcome.decode(value))
         elif family == FAILURE:
-            name, fail = _failure.decode(value)
-            state.failures[name] = fail
+            failures[n] = _failure.decode(value)
         elif family == SESSION:
             names[n] = _text.decode(value)
         elif family == RECALLED:
@@ -228,6 +317,7 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
         row.moves, row.evidence = moves.get(n, []), evidence.get(n, [])
         row.last_used_at, row.in_play_epoch = used.get(n, (0, 0))
         state.lessons[row.lesson_id] = row
+    state.failures = {failures[n][0]: failures[n][1] for n in sorted(failures)}
     state.outcomes = {o.outcome_id: o for o in outcomes}
     state.recalled = {names[n]: recalled.get(n, []) for n in sorted(names)}
     return state, irregular

@@ -9,7 +9,7 @@ it holds is explained by the moves it lists.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
 from typing import ClassVar, Union, cast
 from uuid import UUID
@@ -57,6 +57,7 @@ from lessonledger.projections.lesson_rows import (
 )
 from lessonledger.projections.outcome_table import OutcomeLog, OutcomeTable
 from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_from
+from lessonledger.projections.store import PinnedRows
 
 __all__ = [
     "ACTIVE",
@@ -156,6 +157,19 @@ class LessonView:
         #: How many items each growing list held when last saved, by (family, ordinal).
         self._saved_len: dict[tuple[bytes, int], int] = {}
         self._saving: dict[tuple[bytes, int], int] = {}
+        #: How many failures and sessions have ordinals (saved or not).
+        self._nfailures = 0
+        self._nsessions = 0
+        # -- reading failures and sessions on demand (LessonView.pinned) --
+        #: The saved rows of failures and sessions not read yet (None: all in memory).
+        self._pin: PinnedRows | None = None
+        #: Lessons whose moves and evidence are not read yet, with their ordinals.
+        self._bare: dict[UUID, int] = {}
+        #: Failures and sessions read and found to have no saved row.
+        self._no_failure: set[str] = set()
+        self._no_session: set[str] = set()
+        #: The position the rows were last saved at (what a newer snapshot must hold).
+        self._base = 0
 
     # -- persistence -----------------------------------------------------------------
 
@@ -182,18 +196,157 @@ class LessonView:
         With ``log`` (the home's) outcomes are read from it when asked (see
         :mod:`.outcome_table`); without, the view holds the irregular ones alone.
         """
+        rows = list(rows)
         state, irregular = saved_rows.state_from_rows(rows)
         # Rows saved before outcomes were read from the log hold every outcome (``o``
-        # rows): they are kept as irregular, and every row is written afresh.
-        legacy = bool(state.outcomes)
+        # rows): they are kept as irregular, and every row is written afresh; so are
+        # rows of an older layout (failures and sessions by ordinal).
+        head = next((v for k, v in rows if k == saved_rows.HEADER), None)
+        legacy = bool(state.outcomes) or (
+            head is not None and saved_rows.read_header(head).layout < saved_rows.LAYOUT)
         view = cls._restored(state, rules, log)
         for row in irregular:
             view._outcomes.put(row, regular=False)
         view._full = legacy
+        view._base = state.position
         if not legacy:
             view._outcomes.new_irregular.clear()
             view._saved_len = view._lengths()
         return view
+
+    @classmethod
+    def pinned(cls, pin: PinnedRows, rules: Rules | None = None,
+               log: OutcomeLog | None = None) -> LessonView:
+        """A view of the saved rows ``pin`` reads: its lessons now, the rest when needed.
+
+        A big home's failures and recalled sessions are most of its rows, and a query
+        reads a few: each is read when a fold or a query first asks for it. Rows of an
+        older layout are read whole (:meth:`load_rows`).
+        """
+        head = pin.get(saved_rows.HEADER)
+        if head is None or saved_rows.read_header(head).layout < saved_rows.LAYOUT:
+            view = cls.load_rows(pin.under(), rules, log)
+            pin.close()
+            return view
+        header = saved_rows.read_header(head)
+        # A lesson's row and usage clocks, not its moves and evidence (most of its bytes).
+        lessons = [(k, v) for k, v in pin.under(saved_rows.LESSON)
+                   if k[9:10] in (b"", saved_rows.USAGE)]
+        rows = [(saved_rows.HEADER, head), *lessons,
+                *pin.under(saved_rows.OUTCOME), *pin.under(saved_rows.IRREGULAR)]
+        view = cls.load_rows(rows, rules, log)
+        if view._full:  # outcomes saved as rows: read whole, saved afresh
+            everything = pin.under()
+            pin.close()
+            return cls.load_rows(everything, rules, log)
+        view._nfailures, view._nsessions = header.failures, header.sessions
+        view._demoted = {cast(tuple[str, str, str, str], tuple(d)) for d in header.demoted}
+        view._bare = dict(view._lesson_n)
+        view._pin = pin
+        return view
+
+    def _fill(self, row: LessonRow) -> None:
+        """Give a lesson read without them its moves and evidence, from the saved rows."""
+        n = self._bare.pop(row.lesson_id, None)
+        if n is None or self._pin is None:
+            return
+        row.moves = saved_rows.moves_of(self._pin.under(saved_rows.key(saved_rows.MOVES, n)))
+        row.evidence = saved_rows.ids_of(
+            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)))
+        self._saved_len[saved_rows.MOVES, n] = len(row.moves)
+        self._saved_len[saved_rows.EVIDENCE, n] = len(row.evidence)
+
+    def _row(self, lesson_id: UUID) -> LessonRow | None:
+        """A lesson's row with its moves and evidence (None: no such lesson)."""
+        row = self._s.lessons.get(lesson_id)
+        if row is not None and self._bare:
+            self._fill(row)
+        return row
+
+    def brief(self, lesson_id: UUID) -> LessonRow:
+        """A lesson's row, whose moves and evidence may not be read yet (empty until then).
+
+        For what reads its status, text and figures alone (the vector index): opening a
+        big home reads no lesson's history.
+        """
+        self._settle()
+        return self._s.lessons[lesson_id]
+
+    def _briefs(self) -> Mapping[UUID, LessonRow]:
+        self._settle()
+        return self._s.lessons
+
+    def briefs(self) -> Iterable[LessonRow]:
+        """Every lesson's row, as :meth:`brief` gives it."""
+        self._settle()
+        return self._s.lessons.values()
+
+    def _failure(self, key: str) -> Failure | None:
+        """The failures under ``key``, read from the saved rows the first time."""
+        found = self._s.failures.get(key)
+        if found is not None or self._pin is None or key in self._no_failure:
+            return found
+        raw = self._pin.get(saved_rows.failure_row_key(key))
+        if raw is None:
+            self._no_failure.add(key)
+            return None
+        n, found = saved_rows.failure_of(raw)
+        self._failure_n[key] = n
+        self._s.failures[key] = found
+        return found
+
+    def _session(self, name: str) -> array[int] | None:
+        """The lessons recalled in session ``name``, read from the saved rows the first time."""
+        found = self._recalled.get(name)
+        if found is not None or self._pin is None or name in self._no_session:
+            return found
+        raw = self._pin.get(saved_rows.session_row_key(name))
+        if raw is None:
+            self._no_session.add(name)
+            return None
+        n = saved_rows.session_of(raw)
+        texts = saved_rows.recalled_of(self._pin.under(saved_rows.key(saved_rows.RECALLED, n)))
+        self._session_n[name] = n
+        self._saved_len[saved_rows.RECALLED, n] = len(texts)
+        found = self._recalled[name] = self._numbers(texts)
+        return found
+
+    def _everything(self) -> None:
+        """Read every failure and session not read yet; let the snapshot go.
+
+        The dicts are then in the order of their ordinals, as a fold from 0 makes them.
+        """
+        pin = self._pin
+        if pin is None:
+            return
+        for row in self._s.lessons.values():
+            if row.lesson_id in self._bare:
+                self._fill(row)
+        for key, value in pin.under(saved_rows.FAILURE_BY_KEY):
+            name = key[1:].decode()
+            if name not in self._s.failures:
+                self._failure_n[name], self._s.failures[name] = saved_rows.failure_of(value)
+        for key, _ in pin.under(saved_rows.SESSION_BY_NAME):
+            name = key[1:].decode()
+            if name not in self._recalled:
+                self._session(name)  # still pinned: read as a query would
+        self._pin = None
+        pin.close()
+        self._no_failure.clear()
+        self._no_session.clear()
+        order = self._failure_n
+        self._s.failures = dict(sorted(self._s.failures.items(), key=lambda i: order[i[0]]))
+        ordinal = self._session_n
+        self._recalled = dict(sorted(self._recalled.items(), key=lambda i: ordinal[i[0]]))
+
+    def repin(self) -> None:
+        """Read from a newer snapshot when the store holds what this view last saved."""
+        if self._pin is not None:
+            self._pin.renew(self._base)
+
+    def unpin(self) -> None:
+        """Read every saved row not read yet, and let the snapshot go."""
+        self._everything()
 
     @classmethod
     def started(cls, rules: Rules | None = None, log: OutcomeLog | None = None) -> LessonView:
@@ -205,7 +358,8 @@ class LessonView:
     def rows(self) -> Iterable[tuple[bytes, bytes]]:
         """Every row of the view, in key order (see :mod:`.lesson_rows_store`)."""
         self._settle()
-        return saved_rows.state_rows(self._state(outcomes=False), self._outcomes.irregular)
+        return saved_rows.state_rows(self._state(outcomes=False), self._outcomes.irregular,
+                                     self._demoted)
 
     def changes(self) -> list[tuple[bytes, bytes | None]] | None:
         """The rows changed since the last :meth:`saved` (None deletes a row).
@@ -217,11 +371,15 @@ class LessonView:
         if self._full:
             return None
         s = self._s
-        out: list[tuple[bytes, bytes | None]] = [(saved_rows.HEADER, saved_rows.header(s))]
+        out: list[tuple[bytes, bytes | None]] = [
+            (saved_rows.HEADER, saved_rows.header(s, self._nfailures, self._nsessions,
+                                                  self._demoted))]
         self._saving = {}
         for lesson_id in self._dirty_lessons:
             row, n = s.lessons[lesson_id], self._lesson_n[lesson_id]
             out.append((saved_rows.key(saved_rows.LESSON, n), saved_rows.lesson(row)))
+            if lesson_id in self._bare:
+                continue  # its moves and evidence are as saved
             for family, items in ((saved_rows.MOVES, row.moves),
                                   (saved_rows.EVIDENCE, row.evidence)):
                 out += saved_rows.chunk_rows(family, n, items,
@@ -237,11 +395,11 @@ class LessonView:
             out.append((saved_rows.irregular_key(outcome_id),
                         None if outcome is None else saved_rows.outcome(outcome)))
         for name in self._dirty_failures:
-            out.append((saved_rows.key(saved_rows.FAILURE, self._failure_n[name]),
-                        saved_rows.failure(name, s.failures[name])))
+            out.append((saved_rows.failure_row_key(name),
+                        saved_rows.failure(self._failure_n[name], s.failures[name])))
         for name in self._new_sessions:
-            out.append((saved_rows.key(saved_rows.SESSION, self._session_n[name]),
-                        saved_rows.session(name)))
+            out.append((saved_rows.session_row_key(name),
+                        saved_rows.session(self._session_n[name])))
         for name in self._dirty_sessions:
             n = self._session_n[name]
             texts = self._texts(self._recalled[name])
@@ -257,10 +415,12 @@ class LessonView:
             self._failure_n = {k: n for n, k in enumerate(self._s.failures)}
             self._session_n = {k: n for n, k in enumerate(self._recalled)}
             self._saved_len = self._lengths()
+            self._nfailures, self._nsessions = len(self._failure_n), len(self._session_n)
             self._full = False
         else:
             self._saved_len.update(self._saving)
         self._saving = {}
+        self._base = self._s.position
         self._forget_changes()
 
     def _lengths(self) -> dict[tuple[bytes, int], int]:
@@ -268,8 +428,8 @@ class LessonView:
         for n, row in enumerate(self._s.lessons.values()):
             lengths[saved_rows.MOVES, n] = len(row.moves)
             lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
-        for n, ids in enumerate(self._recalled.values()):
-            lengths[saved_rows.RECALLED, n] = len(ids)
+        for name, ids in self._recalled.items():
+            lengths[saved_rows.RECALLED, self._session_n[name]] = len(ids)
         return lengths
 
     def _redo_all(self) -> None:
@@ -295,6 +455,7 @@ class LessonView:
         view._lesson_n = {i: n for n, i in enumerate(state.lessons)}
         view._failure_n = {k: n for n, k in enumerate(state.failures)}
         view._session_n = {k: n for n, k in enumerate(state.recalled)}
+        view._nfailures, view._nsessions = len(state.failures), len(state.recalled)
         for session, texts in state.recalled.items():
             view._recalled[session] = view._numbers(texts)
         state.recalled = {}
@@ -314,10 +475,10 @@ class LessonView:
     # -- queries ----------------------------------------------------------------------
 
     @property
-    def lessons(self) -> dict[UUID, LessonRow]:
-        """Every lesson ever proposed, by id."""
+    def lessons(self) -> Mapping[UUID, LessonRow]:
+        """Every lesson ever proposed, by id (each row with its moves and evidence)."""
         self._settle()
-        return self._s.lessons
+        return _Lessons(self)
 
     def _settle(self) -> None:
         """Give the rows the usage clocks recalls set since the last read."""
@@ -342,9 +503,13 @@ class LessonView:
         """How many reconcile passes have run."""
         return self._s.epoch
 
-    def active_for(self, project: str) -> list[LessonRow]:
-        """Active lessons a project may see: its own and global ones, strongest first."""
-        lessons = self.lessons
+    def active_for(self, project: str, *, history: bool = True) -> list[LessonRow]:
+        """Active lessons a project may see: its own and global ones, strongest first.
+
+        Without ``history`` the rows are as :meth:`brief` gives them (for a ranking that
+        reads no lesson's moves or evidence).
+        """
+        lessons = self.lessons if history else self._briefs()
         ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         rows = [lessons[i] for i in ids]
         # By the id's int: the same order as by its text, without formatting 400 UUIDs.
@@ -449,9 +614,9 @@ class LessonView:
         return self._s.erased_at
 
     @property
-    def failures(self) -> dict[str, Failure]:
+    def failures(self) -> Mapping[str, Failure]:
         """Past failures by :func:`failure_key` (project, operation, target)."""
-        return self._s.failures
+        return _Failures(self)
 
     def observed(self, project: str) -> dict[str, str]:
         """The last value the project's outcomes reported for each fingerprint component."""
@@ -460,7 +625,7 @@ class LessonView:
     def recalled_in(self, session: str) -> list[UUID]:
         """Lessons put in front of an agent in this session."""
         uuids = self._id_uuids
-        return [uuids[n] for n in self._recalled.get(session, ())]
+        return [uuids[n] for n in self._session(session) or ()]
 
     def _texts(self, numbers: Iterable[int]) -> list[str]:
         texts = self._id_texts
@@ -486,6 +651,7 @@ class LessonView:
 
     def _state(self, *, outcomes: bool = True) -> State:
         """The state as dumped: recalls spelled out as the ids' text, every outcome."""
+        self._everything()
         return msgspec.structs.replace(self._s, recalled={
             session: self._texts(numbers) for session, numbers in self._recalled.items()},
             outcomes=self._outcomes.everything() if outcomes else {})
@@ -551,18 +717,25 @@ class LessonView:
                     if not event.fingerprint.items() <= seen.items():
                         seen.update(event.fingerprint)
                         self._touched(event.project)  # which global lessons hold there
+                failures = self._s.failures
                 for op in sorted(event.operations, key=_ORDER):
                     key = failure_key(event.project, op.op, op.target)
+                    # The dict first: a fold from 0 holds every failure (no call).
+                    failure = failures.get(key)
+                    if failure is None and self._pin is not None:
+                        failure = self._failure(key)
                     if op.ok:
-                        if key in self._s.failures:  # it worked: no streak of failures
-                            self._s.failures[key].streak = 0
-                            self._s.failures[key].streak_session = ""
+                        if failure is not None:  # it worked: no streak of failures
+                            failure.streak = 0
+                            failure.streak_session = ""
                             self._dirty_failures.add(key)
                         continue
-                    if key not in self._failure_n:
-                        self._failure_n[key] = len(self._failure_n)
+                    if failure is None:
+                        failure = failures[key] = Failure()
+                        self._no_failure.discard(key)
+                        self._failure_n[key] = self._nfailures
+                        self._nfailures += 1
                     self._dirty_failures.add(key)
-                    failure = self._s.failures.setdefault(key, Failure())
                     if failure.streak and failure.error == op.error:
                         if failure.streak_session != session:
                             failure.streak += 1
@@ -586,7 +759,7 @@ class LessonView:
             case LessonPromoted():
                 self._promote(event, position)
             case LessonDemoted():
-                row = self._s.lessons.get(event.lesson_id)
+                row = self._row(event.lesson_id)
                 if row is not None:
                     row.scope = event.to_scope
                     self._demoted.add(row.same_as)
@@ -636,6 +809,7 @@ class LessonView:
                 self._lesson_n[event.lesson_id] = len(self._lesson_n)
                 self._dirty_usage.add(event.lesson_id)
         self._s.lessons[event.lesson_id] = row
+        self._bare.pop(event.lesson_id, None)
         text = str(event.lesson_id)
         self._rows_by_text[text] = row
         self._usage.pop(text, None)  # a recall before this proposal used no such row
@@ -645,6 +819,8 @@ class LessonView:
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
         row = self._s.lessons.get(lesson_id)
+        if row is not None and self._bare:
+            self._fill(row)
         if row is None:
             return
         # In doubt where what it prefers last failed for good, until it works there again
@@ -691,7 +867,7 @@ class LessonView:
             for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
-        row = self._s.lessons.get(event.lesson_id)
+        row = self._row(event.lesson_id)
         # A successor is always proposed before the lesson it replaces is superseded, so
         # an unknown one was erased since: the lesson it would have replaced stays.
         if row is None or (event.by is not None and event.by not in self._s.lessons):
@@ -704,7 +880,7 @@ class LessonView:
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 
     def _promote(self, event: LessonPromoted, position: int) -> None:
-        row = self._s.lessons.get(event.lesson_id)
+        row = self._row(event.lesson_id)
         if row is None:
             return
         row.scope = "global"
@@ -712,7 +888,7 @@ class LessonView:
             if project not in row.projects:
                 row.projects.append(project)
         for merged_id in event.merged:
-            merged = self._s.lessons.get(merged_id)
+            merged = self._row(merged_id)
             if merged is None:
                 continue
             row.evidence += [o for o in merged.evidence if o not in row.evidence]
@@ -735,9 +911,13 @@ class LessonView:
     def _recall(self, event: _Recalled, session: str, at: int) -> None:
         ids = event.lesson_ids
         seen = self._recalled.get(session)
+        if seen is None and self._pin is not None:
+            seen = self._session(session)
         if seen is None:
             seen = self._recalled[session] = array("L")
-            self._session_n[session] = len(self._session_n)
+            self._no_session.discard(session)
+            self._session_n[session] = self._nsessions
+            self._nsessions += 1
             self._new_sessions.append(session)
         before = len(seen)
         # Measured, per-id work was most of a rebuild: the set beside the saved list is
@@ -763,6 +943,7 @@ class LessonView:
             bound = row.fingerprint.get(event.component)
             if (row.active or row.status == "claimed") and row.scope == event.scope \
                     and bound is not None and bound != event.new:
+                self._fill(row)
                 if row.status == "trusted":
                     row.status = "trial"
                 self._touched(row.scope)
@@ -778,11 +959,59 @@ class LessonView:
             # In play during this epoch (recalled, listed, or new) means no decay.
             if row.active and row.in_play_epoch < self._s.epoch \
                     and row.longevity not in event.exempt:
+                self._fill(row)
                 self._touched(row.scope)
                 self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
                 self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
         self._s.epoch += 1
+
+
+class _Lessons(Mapping[UUID, LessonRow]):
+    """A view's lessons by id, each given its moves and evidence when first asked for."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: LessonView) -> None:
+        self._view = view
+
+    def __getitem__(self, lesson_id: UUID) -> LessonRow:
+        row = self._view._row(lesson_id)
+        if row is None:
+            raise KeyError(lesson_id)
+        return row
+
+    def __contains__(self, lesson_id: object) -> bool:
+        return lesson_id in self._view._s.lessons
+
+    def __iter__(self) -> Iterator[UUID]:
+        return iter(self._view._s.lessons)
+
+    def __len__(self) -> int:
+        return len(self._view._s.lessons)
+
+
+class _Failures(Mapping[str, Failure]):
+    """A view's failures by key, each read from its saved rows when first asked for."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: LessonView) -> None:
+        self._view = view
+
+    def __getitem__(self, key: str) -> Failure:
+        found = self._view._failure(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        self._view._everything()
+        return iter(self._view._s.failures)
+
+    def __len__(self) -> int:
+        self._view._everything()
+        return len(self._view._s.failures)
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:

@@ -22,6 +22,7 @@ import msgspec
 from lessonledger.ledger.events import OUTCOME_OBSERVED, AnyEvent, OutcomeObserved
 from lessonledger.ledger.log import Record
 from lessonledger.projections.body import shared_event
+from lessonledger.projections.store import PinnedRows
 
 __all__ = ["OperationStats", "OutcomeStats", "ProjectStats"]
 
@@ -77,6 +78,13 @@ class OutcomeStats:
         self._full = True
         #: Rows changed since the last save: (project, "operation target" or "").
         self._dirty: set[tuple[str, str]] = set()
+        #: The saved rows of projects not read yet (None: every project is in memory).
+        #: A project is read whole when first asked for or folded; one with no saved
+        #: rows is then known absent.
+        self._pin: PinnedRows | None = None
+        self._absent: set[str] = set()
+        #: The position the rows were last saved at (what a newer snapshot must hold).
+        self._base = 0
 
     @property
     def position(self) -> int:
@@ -85,7 +93,41 @@ class OutcomeStats:
 
     def project(self, project: str) -> ProjectStats:
         """A project's statistics (empty when it has no outcome)."""
-        return self._s.projects.get(project) or ProjectStats()
+        return self._get(project) or ProjectStats()
+
+    def _get(self, project: str) -> ProjectStats | None:
+        """A project's statistics, read from the saved rows the first time; None if none."""
+        found = self._s.projects.get(project)
+        if found is not None or self._pin is None or project in self._absent:
+            return found
+        rows = self._pin.under(_key(project))
+        if not rows:
+            self._absent.add(project)
+            return None
+        return _read_rows(self._s.projects, rows)
+
+    def _everything(self) -> dict[str, ProjectStats]:
+        """Every project, each read from the saved rows unless already in memory."""
+        if self._pin is not None:
+            known, projects = self._s.projects, {}
+            for project, stats in _projects(self._pin.under(_PROJECT)):
+                projects[project] = known.get(project, stats)
+            # Those folded since and never saved have no rows yet.
+            projects.update((p, stats) for p, stats in known.items() if p not in projects)
+            self._s.projects = projects
+            self._pin.close()
+            self._pin = None
+            self._absent.clear()
+        return self._s.projects
+
+    def repin(self) -> None:
+        """Read from a newer snapshot when the store holds what this view last saved."""
+        if self._pin is not None:
+            self._pin.renew(self._base)
+
+    def unpin(self) -> None:
+        """Read every saved row not read yet, and let the snapshot go."""
+        self._everything()
 
     #: The types it folds (the runner hands it no other record) and whose bodies it reads.
     folds: ClassVar[frozenset[str] | None] = _FOLDS
@@ -111,7 +153,10 @@ class OutcomeStats:
                 event = _outcome.decode(record.payload)  # refused as it always was
             except msgspec.DecodeError:
                 return  # another writer's body under our tag: not ours to count
-        stats = self._s.projects.setdefault(event.project, ProjectStats())
+        stats = self._get(event.project)
+        if stats is None:
+            stats = self._s.projects[event.project] = ProjectStats()
+            self._absent.discard(event.project)
         stats.outcomes += 1
         stats.passed += event.passed
         track = not self._full
@@ -129,6 +174,7 @@ class OutcomeStats:
 
     def dump(self) -> bytes:
         """The whole state as bytes; views folded from the same log dump the same."""
+        self._everything()
         return _encoder.encode(self._s)
 
     @classmethod
@@ -143,8 +189,9 @@ class OutcomeStats:
     def rows(self) -> Iterator[tuple[bytes, bytes]]:
         """Every row, in key order."""
         yield _HEADER, self._s.position.to_bytes(8, "big")
-        for project in sorted(self._s.projects):
-            stats = self._s.projects[project]
+        projects = self._everything()
+        for project in sorted(projects):
+            stats = projects[project]
             yield _key(project), _row_encoder.encode((stats.outcomes, stats.passed))
             for name in sorted(stats.operations):
                 yield _key(project, name), _op_row(stats.operations[name])
@@ -165,27 +212,56 @@ class OutcomeStats:
         """What :meth:`changes` (or :meth:`rows`) gave is stored: track from here."""
         self._full = False
         self._dirty.clear()
+        self._base = self._s.position
 
     @classmethod
     def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> OutcomeStats:
         """A view from the rows :meth:`rows` and :meth:`changes` gave."""
         view = cls()
-        projects = view._s.projects
+        rows = list(rows)
         for key, value in rows:
             if key == _HEADER:
-                view._s.position = int.from_bytes(value, "big")
-                continue
-            size = int.from_bytes(key[1:3], "big")
-            project, rest = key[3:3 + size].decode(), key[3 + size:]
-            stats = projects.setdefault(project, ProjectStats())
-            if rest:
-                tried, failed, error = _operation.decode(value)
-                stats.operations[rest[1:].decode()] = OperationStats(
-                    tried=tried, failed=failed, last_error=error)
-            else:
-                stats.outcomes, stats.passed = _counts.decode(value)
+                view._s.position = view._base = int.from_bytes(value, "big")
+        view._s.projects = dict(_projects(r for r in rows if r[0] != _HEADER))
         view._full = False
         return view
+
+    @classmethod
+    def pinned(cls, pin: PinnedRows) -> OutcomeStats:
+        """A view of the saved rows ``pin`` reads, each project read when first needed."""
+        view = cls()
+        view._s.position = view._base = pin.position
+        view._pin = pin
+        view._full = False
+        return view
+
+
+def _read_rows(projects: dict[str, ProjectStats], rows: list[tuple[bytes, bytes]],
+               ) -> ProjectStats:
+    """One project's saved rows read into ``projects``; its statistics."""
+    found = dict(_projects(rows))
+    projects.update(found)
+    return next(iter(found.values()))
+
+
+def _projects(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[str, ProjectStats]]:
+    """Each project of ``rows`` (in key order: a project's row, then its operations')."""
+    project, stats = "", None
+    for key, value in rows:
+        size = int.from_bytes(key[1:3], "big")
+        name, rest = key[3:3 + size].decode(), key[3 + size:]
+        if stats is None or name != project:
+            if stats is not None:
+                yield project, stats
+            project, stats = name, ProjectStats()
+        if rest:
+            tried, failed, error = _operation.decode(value)
+            stats.operations[rest[1:].decode()] = OperationStats(
+                tried=tried, failed=failed, last_error=error)
+        else:
+            stats.outcomes, stats.passed = _counts.decode(value)
+    if stats is not None:
+        yield project, stats
 
 
 def _key(project: str, operation: str = "") -> bytes:

@@ -43,9 +43,9 @@ from lessonledger.ledger.events import ERASED, AnyEvent, Erased, decode_event
 from lessonledger.ledger.log import Record
 from lessonledger.projections.body import decode, shared_event
 from lessonledger.projections.errors import UnknownViewError
-from lessonledger.projections.store import ViewStore
+from lessonledger.projections.store import PinnedRows, ViewStore
 
-__all__ = ["PROGRESS_EVERY", "Projection", "Registered", "RowProjection", "Runner",
+__all__ = ["PROGRESS_EVERY", "Pinning", "Projection", "Registered", "RowProjection", "Runner",
            "Scannable", "Selective"]
 
 #: How often a long fold reports its progress, in positions.
@@ -147,6 +147,8 @@ class Registered:
             saved whole.
         start: an empty view of the store's home, for a runner whose store holds none
             (one that reads its home on demand); None: :attr:`fresh`.
+        pinned: for a :class:`RowProjection`, a view that reads its saved rows when it
+            needs them (:class:`~.store.PinnedRows`), preferred to ``load_rows``.
     """
 
     name: str
@@ -154,6 +156,24 @@ class Registered:
     load: Callable[[bytes], Projection]
     load_rows: Callable[[list[tuple[bytes, bytes]], ViewStore], Projection] | None = None
     start: Callable[[ViewStore], Projection] | None = None
+    pinned: Callable[[PinnedRows, ViewStore], Projection] | None = None
+
+
+@runtime_checkable
+class Pinning(Protocol):
+    """A view that reads its saved rows on demand (:class:`~.store.PinnedRows`).
+
+    Optional. The runner lets it move its snapshot on at the start of each fold (when the
+    store holds what it last saved) and let it go when the runner is done with it.
+    """
+
+    def repin(self) -> None:
+        """Read from a newer snapshot if the store holds exactly what it last saved."""
+        ...
+
+    def unpin(self) -> None:
+        """Read everything it has not read yet, and let its snapshot go."""
+        ...
 
 
 class Runner:
@@ -182,6 +202,10 @@ class Runner:
         """The view as saved (as rows, or whole: as saved before it kept rows), or fresh."""
         if self.store is None:
             return entry.fresh()
+        if entry.pinned is not None:
+            pinned = self.store.pin(entry.name)
+            if pinned is not None:
+                return entry.pinned(pinned, self.store)
         if entry.load_rows is not None:
             rows = self.store.load_rows(entry.name)
             if rows is not None:
@@ -210,8 +234,17 @@ class Runner:
         returns. It is not called for records before an erasure folded in the same pass:
         those were reacted to by the ledger that erased, with every body still there.
         """
+        for view in self.views.values():
+            if _implements(view, Pinning):
+                view.repin()  # type: ignore[attr-defined]
         with _no_cycle_collection():
             return self._fold(log, stop, react)
+
+    def release(self) -> None:
+        """Let every view's pinned snapshot go (each reads what it had not read first)."""
+        for view in self.views.values():
+            if _implements(view, Pinning):
+                view.unpin()  # type: ignore[attr-defined]
 
     def _fold(self, log: Scannable, stop: int | None,
               react: Callable[[Record], None] | None) -> int:

@@ -22,8 +22,9 @@ from typing import cast
 import lmdb
 import msgspec
 from lessonledger.ledger.lmdb_env import LMDBHome
+from lessonledger.projections.errors import ViewClosedError
 
-__all__ = ["ROWS", "ViewStore"]
+__all__ = ["ROWS", "PinnedRows", "ViewStore"]
 
 #: What :meth:`ViewStore.load` puts before a view saved as rows: its rows packed in one
 #: value, which :meth:`ViewStore.save` unpacks again (so a saved view can be kept and put
@@ -128,6 +129,21 @@ class ViewStore:
                 return None
             return _position(raw), list(self._rows(txn, name))
 
+    def pin(self, name: str) -> PinnedRows | None:
+        """A view saved as rows, to read row by row as of its saved position; None if not.
+
+        Nothing is read but its position: a view loaded this way reads the rows it needs
+        when it needs them (see :class:`PinnedRows`).
+        """
+        if not self._tree(create=False):
+            return None
+        txn = self._env.begin()
+        raw = txn.get(name.encode(), db=self._db)
+        if raw is None or len(raw) > 8:
+            txn.abort()
+            return None
+        return PinnedRows(self, name, txn, _position(raw))
+
     def save_rows(self, name: str, position: int,
                   rows: Iterable[tuple[bytes, bytes | None]] | None, everything: Iterable[
                       tuple[bytes, bytes]] = (), *, txn: lmdb.Transaction | None = None,
@@ -191,3 +207,80 @@ class ViewStore:
         while bytes(cursor.key()).startswith(prefix):
             if not cursor.delete():
                 return
+
+
+class PinnedRows:
+    """One view's saved rows as of the position it was loaded at, read when asked.
+
+    Opening a big home read every row of every view, most of which the first query never
+    looks at. A view loaded from pinned rows reads a row only when it first needs it, from
+    a read transaction held since it was loaded: what it reads is what was saved at its
+    :attr:`position`, however many saves (of this process or another) came since. A row
+    it has not read is one no event it folded since has touched, so the saved one is still
+    right.
+
+    A held read transaction keeps LMDB from reusing the pages later commits free, so it
+    moves on (:meth:`renew`, at every fold) whenever the newest snapshot holds either
+    what the view last saved or still what the held one does.
+
+    Attributes:
+        position: the position of the saved rows it reads.
+    """
+
+    def __init__(self, store: ViewStore, name: str, txn: lmdb.Transaction,
+                 position: int) -> None:
+        self._store, self._name = store, name
+        self._prefix = name.encode() + b"/"
+        self._txn: lmdb.Transaction | None = txn
+        self.position = position
+
+    def _reading(self) -> lmdb.Transaction:
+        if self._txn is None:
+            raise ViewClosedError(self._name)
+        return self._txn
+
+    def get(self, key: bytes) -> bytes | None:
+        """The row under ``key`` as saved at :attr:`position` (None: there was none)."""
+        # bytes: the env has no buffers
+        return cast(bytes | None, self._reading().get(self._prefix + key, db=self._store._db))
+
+    def under(self, prefix: bytes = b"") -> list[tuple[bytes, bytes]]:
+        """Every row whose key starts with ``prefix``, in key order (keys without it)."""
+        txn, whole = self._reading(), self._prefix + prefix
+        cursor = txn.cursor(db=self._store._db)
+        found: list[tuple[bytes, bytes]] = []
+        if not cursor.set_range(whole):
+            return found
+        cut = len(self._prefix)
+        for key, value in cast(Iterator[tuple[bytes, bytes]], cursor.iternext()):
+            if not key.startswith(whole):
+                break
+            found.append((key[cut:], value))
+        return found
+
+    def renew(self, position: int) -> None:
+        """Read from now on in the newest snapshot, if it serves as well as the one held.
+
+        The caller passes the position its view was last saved at: rows saved then are
+        what it holds, and rows it does not hold are unchanged since, so a snapshot of
+        the store at that position serves it as well as the old one; so does one where
+        the store still holds the rows this one reads (every save moves the position).
+        Any other position (a save not committed yet, or another process's) keeps the
+        old snapshot. Called at every fold, so a snapshot held keeps at most the pages
+        of the commits since the last one from being reused.
+        """
+        if self._txn is None:
+            return
+        txn = self._store._env.begin()
+        raw = txn.get(self._name.encode(), db=self._store._db)
+        if raw is None or len(raw) > 8 or _position(raw) not in (position, self.position):
+            txn.abort()
+            return
+        self._txn.abort()
+        self._txn, self.position = txn, position
+
+    def close(self) -> None:
+        """Let the snapshot go; nothing more can be read."""
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None

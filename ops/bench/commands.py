@@ -73,7 +73,10 @@ class _Bench(NamedTuple):
 def _cmd_table_bench(args: argparse.Namespace) -> int:
     """Run ``lessonledger.ops.bench.<bench>.run`` with the bench's options."""
     module = importlib.import_module(f"lessonledger.ops.bench.{args.bench}")
-    options = {o.dest: getattr(args, o.dest) for o in _TABLE[args.bench].options}
+    options: dict[str, Any] = {o.dest: getattr(args, o.dest)
+                               for o in _TABLE[args.bench].options}
+    if getattr(args, "keep_home", None) is not None:
+        options["home"] = args.keep_home
     with _steps(args) as say:
         result = module.run(**options, progress=say)
     return _report(args, result)
@@ -261,6 +264,10 @@ def _table_parser(which: Any, name: str) -> None:
     for option in bench.options:
         parser.add_argument(option.flag, type=count_option(option.minimum),
                             default=option.default, help=option.help)
+    if name == "scale":
+        parser.add_argument("--keep-home", metavar="DIR", help=(
+            "build the home in DIR and keep it (its build figures in DIR.build.json); "
+            "with a DIR built so before, skip the build and measure on a copy of it"))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=_cmd_table_bench)
 

@@ -29,6 +29,11 @@ fresh process:
   batched, each event's random stream and id keys still land on a page of their own.
 
 Every figure is printed beside the baseline it is judged against, from the same run.
+
+With ``home`` (``--keep-home DIR``) the home is built there once and kept, with the build's
+figures beside it (``DIR.build.json``); a later run with the same ``DIR`` skips the
+build and measures an agent on a fresh copy of it, so changes can be compared on one
+home (a 2M-event build takes hours on a busy box).
 """
 
 from __future__ import annotations
@@ -51,13 +56,28 @@ from lessonledger.commands import ObserveOutcome, ProposeLesson, Reconcile
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import AnyCommand, command_from
 from lessonledger.commands.receipts import Receipt
+from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.events import LessonRecalled
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.submission import Submission
 from lessonledger.ops.bench.lifecycle import call, story
 
-__all__ = ["run"]
+__all__ = ["KeptHomeError", "run"]
+
+
+class KeptHomeError(LedgerConfigError):
+    """``--home`` names a directory that is not a home this bench built and kept.
+
+    Attributes:
+        path: the directory.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} exists but has no {path}.build.json beside it: name a "
+                         "directory that does not exist yet (the bench builds a home "
+                         "there and keeps it) or one it built before")
 
 #: Calls the steady-state agent makes after opening the home: about 20,000 events, so
 #: the window holds whatever a ledger does only now and then (saving a view, say).
@@ -277,9 +297,36 @@ def _child(role: str, *args: str) -> dict[str, Any]:
     return result
 
 
+def _built(path: str, kept: str | None, events: int,
+           say: Callable[[str], None]) -> dict[str, Any]:
+    """Build the home at ``path`` (or copy the one kept at ``kept``); the build's figures."""
+    if kept is not None and os.path.exists(kept):
+        figures = f"{kept}.build.json"
+        if not os.path.isfile(figures):
+            raise KeptHomeError(kept)
+        with open(figures) as f:
+            built: dict[str, Any] = json.load(f)
+        say(f"measuring on a copy of the home kept at {kept} ({built['events']:,} events)")
+        shutil.copytree(kept, path)
+        return built
+    say(f"building a home of {events:,} events (one agent process, {BUILD_BATCH} calls "
+        "a group commit, no fsync)")
+    built = _child("build", kept or path, str(events))
+    say(f"built {built['events']:,} events in {built['build_s']} s")
+    if kept is not None:
+        with open(f"{kept}.build.json", "w") as f:
+            json.dump(built, f)
+        shutil.copytree(kept, path)
+    return built
+
+
 def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None = None,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Build a home of ``events`` events, then measure an agent on it; return flat figures."""
+        progress: Callable[[str], None] | None = None, home: str | None = None,
+        ) -> dict[str, Any]:
+    """Build a home of ``events`` events, then measure an agent on it; return flat figures.
+
+    ``home``: build it there and keep it, or measure on a copy of the one kept there.
+    """
     def say(line: str) -> None:
         if progress is not None:
             progress(line)
@@ -287,10 +334,7 @@ def run(events: int = 2_000_000, steady: int = STEADY_CALLS, workdir: str | None
     tmp = tempfile.mkdtemp(prefix="ll-scale-", dir=workdir)
     try:
         path = os.path.join(tmp, "home")
-        say(f"building a home of {events:,} events (one agent process, {BUILD_BATCH} calls "
-            "a group commit, no fsync)")
-        built = _child("build", path, str(events))
-        say(f"built {built['events']:,} events in {built['build_s']} s")
+        built = _built(path, home, events, say)
         measured = _child("agent", path, str(built["calls"]), str(steady))
         first, last = measured.pop("steady_first"), measured.pop("steady_last")
         appended = max(last - first + 1, 0)

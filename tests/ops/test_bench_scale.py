@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from lessonledger.ops.cli import main
@@ -36,3 +37,26 @@ def test_too_few_events_is_refused_with_exit_2(capsys: pytest.CaptureFixture[str
         main(["bench", "scale", "--events", "10"])
     assert exited.value.code == 2
     assert "--events" in capsys.readouterr().err
+
+
+def test_a_home_kept_with_home_is_measured_again_without_building(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kept = str(tmp_path / "kept")
+    args = ["bench", "scale", "--events", "1000", "--steady", "10", "--json", "--keep-home", kept]
+    assert main(args) == 0
+    first, err = capsys.readouterr()
+    assert "building a home of 1,000 events" in err
+    size = (tmp_path / "kept" / "data.mdb").stat().st_size
+    assert main(args) == 0
+    again, err = capsys.readouterr()
+    assert "building" not in err
+    assert "measuring on a copy of the home kept at" in err
+    assert json.loads(again)["events"] == json.loads(first)["events"]
+    assert (tmp_path / "kept" / "data.mdb").stat().st_size == size  # measured on a copy
+
+
+def test_a_home_dir_the_bench_did_not_build_is_refused_with_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "scale", "--events", "1000", "--keep-home", str(tmp_path)])
+    assert code == 2
+    assert "build.json" in capsys.readouterr().err

@@ -1,0 +1,102 @@
+"""Views that read their saved rows on demand, from the snapshot they were loaded at.
+
+Real homes and the lifecycle benchmark's story: a ledger opened on a home reads the
+outcome statistics, the audit index and the lesson view's failures and sessions row by
+row as it needs them, while another ledger
+on the same home folds ahead and saves its rows over them many times. Each view still
+dumps as the one folded from position 0, and so do the views reopened from the rows they
+both saved.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from lessonledger.commands import Ledger, open_ledger
+from lessonledger.commands import ledger as ledger_module
+from lessonledger.ops.bench.lifecycle import call, story
+from lessonledger.projections.audit_index import AuditIndex
+from lessonledger.projections.lessons import LessonView
+from lessonledger.projections.outcome_stats import OutcomeStats
+from lessonledger.projections.views import AUDIT_NAME, STATS_NAME, VIEW_NAME
+
+NAMES = (STATS_NAME, AUDIT_NAME, VIEW_NAME)
+
+
+def rebuilt(ledger: Ledger, name: str) -> bytes:
+    position = ledger.runner[name].position
+    return ledger.runner.fresh(ledger.log, position, [name])[name].dump()
+
+
+def test_a_view_read_on_demand_stays_right_while_another_ledger_saves_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_module, "_ROWS_EVERY", 5)
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 300):
+            call(ledger, step)
+    with open_ledger(home, sync=False) as first, open_ledger(home, sync=False) as second:
+        stats, audit = first.runner[STATS_NAME], first.runner[AUDIT_NAME]
+        assert isinstance(stats, OutcomeStats)
+        assert isinstance(audit, AuditIndex)
+        assert stats._pin is not None
+        assert audit._pin is not None
+        assert first.view._pin is not None
+        for step in itertools.islice(steps, 150):
+            call(second, step)  # saves its rows over the ones the first has not read
+        for step in itertools.islice(steps, 150):
+            call(first, step)  # folds the second's events, then its own, reading rows
+        for step in itertools.islice(steps, 60):
+            call(second, step)
+        second.catch_up()
+        first.catch_up()
+        for ledger in (first, second):
+            for name in NAMES:
+                view = ledger.runner[name]
+                assert isinstance(view, OutcomeStats | AuditIndex | LessonView)
+                if ledger is first:
+                    assert view._pin is not None, "read whole before the check: blind"
+                assert view.dump() == rebuilt(ledger, name), name
+    with open_ledger(home, sync=False) as again:
+        for name in NAMES:
+            assert again.runner[name].dump() == rebuilt(again, name), name
+
+
+def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 400):
+            call(ledger, step)
+        projects = ledger.runner[STATS_NAME]._s.projects  # type: ignore[attr-defined]
+        project, everyone = next(iter(projects)), len(projects)
+        kept = dict(ledger.view.failures)
+        lesson, history = next((i, r.moves) for i, r in ledger.view.lessons.items() if r.moves)
+    with open_ledger(home, sync=False) as again:
+        stats = again.runner[STATS_NAME]
+        assert isinstance(stats, OutcomeStats)
+        assert stats._s.projects == {}
+        asked = stats.project(project)
+        assert asked.outcomes > 0
+        assert len(stats._s.projects) == 1 < everyone
+        audit = again.runner[AUDIT_NAME]
+        assert isinstance(audit, AuditIndex)
+        assert not any(audit._maps.values())
+        assert audit.positions("lesson", lesson)
+        assert sum(len(m) for m in audit._maps.values()) == 1
+        failures = again.view._s.failures
+        assert failures == {}
+        assert again.view._recalled == {}
+        key = next(iter(kept))
+        assert again.view.failures[key] == kept[key]
+        assert list(failures) == [key]
+        bare = again.view._bare
+        assert len(bare) == len(again.view._s.lessons) > 1
+        row = again.view.lessons[lesson]
+        assert row.moves
+        assert row.moves == history
+        assert lesson not in bare
+        assert len(bare) == len(again.view._s.lessons) - 1
