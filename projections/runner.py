@@ -32,6 +32,7 @@ runs its policies there.
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -197,6 +198,7 @@ class Runner:
         self.erasures = 0
         #: The position of the last erasure this runner folded (0 when none).
         self.erased_at = 0
+        self._plan: _Plan | None = None
 
     def _load(self, entry: Registered) -> Projection:
         """The view as saved (as rows, or whole: as saved before it kept rows), or fresh."""
@@ -251,14 +253,24 @@ class Runner:
         while True:
             start = self.position
             ahead = max((v.position for v in self.views.values()), default=0)
-            # Only the write side reacts, over the few records a command adds: the extra
-            # scan for erasures costs a from-scratch fold nothing.
-            settled = 0 if react is None else max(
-                (r.envelope.position for r in _until(log.scan(start + 1), stop)
-                 if r.envelope.type == ERASED), default=0)
-            plan = _Plan(self.views.values())
+            # Nothing before an erasure in this pass is reacted to, so the write side
+            # looks ahead for one. A command adds a few records: read once and kept. A
+            # long catch-up scans twice rather than hold them all; a from-scratch fold
+            # (no reactions) streams.
+            records: Iterable[Record] = log.scan(start + 1)
+            settled = 0
+            if react is not None:
+                kept = list(itertools.islice(_until(log.scan(start + 1), stop), _KEPT))
+                looked: Iterable[Record] = kept
+                if len(kept) < _KEPT:
+                    records = kept
+                else:
+                    looked = _until(log.scan(start + 1), stop)
+                settled = max((r.envelope.position for r in looked
+                               if r.envelope.type == ERASED), default=0)
+            plan = self._current_plan()
             last = start
-            for record in log.scan(start + 1):
+            for record in records:
                 envelope = record.envelope
                 position = envelope.position
                 if stop is not None and position > stop:
@@ -266,7 +278,7 @@ class Runner:
                 if envelope.type == ERASED:
                     plan.settle(position - 1)
                     self._refold(log, record)
-                    plan = _Plan(self.views.values())
+                    plan = self._current_plan()
                 else:
                     plan.fold(record, position > ahead)
                 if react is not None and position > max(ahead, settled):
@@ -276,6 +288,19 @@ class Runner:
             plan.settle(last)
             if self.position == start or (stop is not None and self.position >= stop):
                 return self.position
+
+    def _current_plan(self) -> _Plan:
+        """The plan for the views as they are now: kept while they are the same objects.
+
+        A write-side fold hands a command's few records over, so asking every view which
+        types it folds at every fold cost more than the folding. The plan holds the views
+        it was made for, so none of them is freed while it is kept: the same ids are the
+        same views.
+        """
+        plan = self._plan
+        if plan is None or not plan.made_for(self.views.values()):
+            plan = self._plan = _Plan(self.views.values())
+        return plan
 
     def _refold(self, log: Scannable, record: Record) -> None:
         """Every view the erasure ``record`` touches made afresh and folded through it.
@@ -431,6 +456,10 @@ def _types_at(log: Scannable, positions: list[int], stop: int) -> set[str]:
 _Fold = Callable[[Record, "AnyEvent | None"], None]
 
 
+#: Records a write-side fold reads once and keeps (see :meth:`Runner._fold`).
+_KEPT = 1024
+
+
 class _Plan:
     """Which views fold a record of each type, asked once per type, and their positions.
 
@@ -440,15 +469,20 @@ class _Plan:
     body is decoded once, and only when a view it goes to reads it.
     """
 
-    __slots__ = ("_lagging", "_views", "by_type")
+    __slots__ = ("_ids", "_lagging", "_views", "by_type")
 
     def __init__(self, views: Iterable[Projection]) -> None:
         self._views = list(views)
+        self._ids = [id(v) for v in self._views]
         # A view that folds every type never lags, so is never moved.
         self._lagging = [v for v in self._views if _is_selective(v) and v.folds is not None]
         #: By type: the views that fold it (with how to hand them a record) and whether
         #: any of them reads its body decoded.
         self.by_type: dict[str, tuple[list[tuple[Projection, _Fold]], bool]] = {}
+
+    def made_for(self, views: Iterable[Projection]) -> bool:
+        """True when ``views`` are the very objects this plan was made for, in order."""
+        return [id(v) for v in views] == self._ids
 
     def takers(self, kind: str) -> tuple[list[tuple[Projection, _Fold]], bool]:
         """The views that fold records of type ``kind``, and whether to decode the body."""
