@@ -122,13 +122,17 @@ class Chunk(_Message, frozen=True, tag="chunk"):
     ``run`` is the envelopes as a segment id hashes them
     (:func:`~lessonledger.ledger.objects.join_envelopes`): a chunk of a whole segment is
     verified with one hash. ``withheld`` lists positions whose bodies the replica's key
-    may not read.
+    may not read (or that the hub itself was never sent); ``erased`` those the hub holds
+    no body of because an erasure later than its own log took it: a hub checked out from
+    a snapshot taken before that erasure (its ``erased_later``), where no ``Erased``
+    record in the log names them.
     """
 
     start: int
     run: bytes
     bodies: list[bytes]
     withheld: list[int] = []
+    erased: list[int] = []
 
     @property
     def envelopes(self) -> list[bytes]:

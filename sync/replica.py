@@ -189,6 +189,7 @@ class _Queued(NamedTuple):
     rows: list[tuple[bytes, bytes | None]]
     withheld: list[int]
     checked: bool
+    erased: list[int]
 
 
 class _Misfit(Exception):
@@ -315,7 +316,13 @@ class _Puller:
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
-        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked))
+        sent_anyway = [p for p in chunk.withheld + chunk.erased
+                       if not chunk.start <= p <= last or rows[p - chunk.start][1] is not None]
+        if sent_anyway:
+            msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
+                   "withheld or erased, which is not a position of it without a body")
+            raise ProtocolError(msg)
+        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked, chunk.erased))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
@@ -361,6 +368,9 @@ class _Puller:
                         kind="chain", address=self.refs.link,
                         detail=f"the chain link at position {last} differs"))
                 self.state.add_positions(txn, "withheld", queued.withheld)
+                # Taken at the hub by an erasure its log does not hold (the hub is a
+                # checkout of a snapshot older than that erasure): verify calls it so.
+                self.state.add_positions(txn, "erased_later", queued.erased)
                 withheld += len(queued.withheld)
                 for envelope, (_, body) in zip(envelopes, queued.rows, strict=True):
                     if body is not None:

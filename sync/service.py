@@ -63,6 +63,7 @@ from lessonledger.sync.protocol import (
     decode_request,
     encode,
 )
+from lessonledger.sync.state import excused
 
 __all__ = ["BODY_BUDGET", "Readable", "SyncService"]
 
@@ -153,9 +154,17 @@ class SyncService:
         envelopes: list[bytes] = []
         bodies: list[bytes] = []
         withheld: list[int] = []
+        erased: list[int] = []
+        # A hub that is a checkout (or a partial replica's) lacks bodies no record of its
+        # log explains: they are passed on as what they are, so its replicas verify.
+        hub_withheld, hub_erased = excused(self.ledger.log.home)
         budget = BODY_BUDGET
         for position, stored, body, _ in self.ledger.log.raw(fetch.start, fetch.stop):
             sent = b""
+            if body is None and position in hub_erased:
+                erased.append(position)
+            elif body is None and position in hub_withheld:
+                withheld.append(position)
             if body is not None and not view.is_tombstoned(position):
                 if self.may_read is _everything and grant is None:
                     sent = body
@@ -174,7 +183,7 @@ class SyncService:
             budget -= len(sent)
             envelopes.append(stored)
             bodies.append(sent)
-        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
+        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld, erased)
 
     def _lesson_scope(self, lesson_id: UUID) -> str | None:
         row = self.ledger.view.lessons.get(lesson_id)

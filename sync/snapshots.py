@@ -177,6 +177,9 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
         state = SyncState(source_home)
         with source_home.env.begin() as txn:
             withheld = {p for p in state.positions(txn, "withheld") if p <= last}
+            # The source may itself be a checkout, or a replica of one: what it lacks
+            # because an erasure later than its log took it stays excused here too.
+            inherited = {p for p in state.positions(txn, "erased_later") if p <= last}
         target.mkdir(parents=True, exist_ok=True)
         (target / "LESSONLEDGER").write_text(
             "lessonledger home: LMDB files, do not edit by hand\n")
@@ -186,7 +189,8 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
             erased_within = _erased_within(new)
             new_state = SyncState(new)
             with new.env.begin(write=True) as txn:
-                new_state.add_positions(txn, "erased_later", later - erased_within)
+                new_state.add_positions(txn, "erased_later",
+                                        (later | inherited) - erased_within)
                 new_state.add_positions(txn, "withheld", withheld - later)
             fold_views(new)
         finally:

@@ -1,0 +1,61 @@
+"""Attacks on checkout as disaster recovery (wave 3, attack5).
+
+A checkout of a snapshot taken before an erasure leaves the erased bodies out and
+records their positions as ``erased_later``: no ``Erased`` record in its log names them.
+The checkout is a home of its own, so it may become the hub again (that is what disaster
+recovery is for); its replicas and its own checkouts must then know those positions for
+what they are, or their ``verify`` calls the erasure damage.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from hubtools import hub, lessonledger
+from lessonledger.commands import open_ledger
+from lessonledger.sync.snapshots import checkout, take_snapshot
+from sync_workload import fill
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([lessonledger(), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def _restored(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A hub erased after its snapshot, checked out from that snapshot: (home, alice's)."""
+    source = tmp_path / "source"
+    with open_ledger(source, sync=False) as ledger:
+        texts = fill(ledger, 12, principals=("alice", "bob"))
+        take_snapshot(ledger, "main", "test")
+        ledger.erase(key="gdpr", what="principal", subject="alice", reason="request")
+    restored = tmp_path / "restored"
+    done = checkout(source, "main", restored)
+    assert done.erased_later > 0
+    return restored, [t for t in texts if t.startswith("alice")]
+
+
+def test_a_replica_of_a_hub_restored_by_checkout_verifies(tmp_path: Path) -> None:
+    """The restored hub's clone lists the later-erased bodies as erased, not as damage."""
+    restored, alice = _restored(tmp_path)
+    assert _cli("--home", str(restored), "verify").returncode == 0
+    assert _cli("--home", str(restored), "snapshot", "--name", "after").returncode == 0
+    replica = tmp_path / "replica"
+    with hub(restored, tmp_path / "hub.log") as served:
+        cloned = _cli("clone", served.endpoint, str(replica), "--timeout", "20", "--json")
+        assert cloned.returncode == 0, cloned.stderr
+    checked = _cli("--home", str(replica), "verify", "--json")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    report = [json.loads(line) for line in checked.stdout.splitlines()]
+    assert any(line.get("erased") for line in report), report
+    for path in replica.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(t.encode()[:16] in data for t in alice), path
+    # A checkout of that replica, or of the restored hub, inherits what they excuse.
+    again = tmp_path / "again"
+    take = _cli("--home", str(replica), "checkout", "after", "--into", str(again))
+    assert take.returncode == 0, take.stderr
+    assert _cli("--home", str(again), "verify").returncode == 0
