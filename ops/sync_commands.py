@@ -17,13 +17,20 @@ from typing import Any
 
 import msgspec
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.config import require_home, sync_setting
+from lessonledger.ops.config import require_home, seconds, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
 from lessonledger.ops.render import echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
 from lessonledger.sync.keys import load_public, load_secret
-from lessonledger.sync.replica import PullResult, prepare_clone, pull, push, replica_info
+from lessonledger.sync.replica import (
+    PullResult,
+    check_hub_address,
+    prepare_clone,
+    pull,
+    push,
+    replica_info,
+)
 from lessonledger.sync.snapshots import checkout, erasures, is_replica, snapshots, take_snapshot
 from lessonledger.sync.state import ReplicaInfo
 from lessonledger.sync.transport import ZmqExchange
@@ -63,9 +70,11 @@ def _cmd_clone(args: argparse.Namespace) -> int:
             } if args.key else {}
     for path in keys.values():
         load_public(path)  # a missing or malformed key file is refused before anything
-    prepare_clone(args.url, args.dir, name, **keys)
-    with _exchange(args.url, args, replica_info(args.dir)) as exchange, \
+    check_hub_address(args.url)
+    # Connected before the directory is made: an address ZeroMQ refuses leaves nothing.
+    with _exchange(args.url, args, ReplicaInfo(args.url, name, **keys)) as exchange, \
             bar(f"clone {args.url}", quiet=args.json) as shown:
+        prepare_clone(args.url, args.dir, name, **keys)
         result = pull(args.dir, exchange, sync=sync_setting(), progress=shown.update)
     _pulled(args, result, f"cloned {args.url} into {args.dir}")
     return 0
@@ -184,7 +193,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pushing = sub.add_parser("push", help=(
         "send the commands waiting in this replica's outbox to the hub, then pull"))
     for p, run in ((cloning, _cmd_clone), (pulling, _cmd_pull), (pushing, _cmd_push)):
-        p.add_argument("--timeout", type=float, default=30.0,
+        p.add_argument("--timeout", type=seconds, default=30.0,
                        help="seconds to wait for the hub (default 30)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(run=run)

@@ -23,6 +23,7 @@ the hub.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from hashlib import sha256
@@ -72,6 +73,7 @@ from lessonledger.sync.state import Outboxed, ReplicaInfo, SyncState, read_marke
 __all__ = [
     "PullResult",
     "PushOutcome",
+    "check_hub_address",
     "fold_views",
     "prepare_clone",
     "pull",
@@ -143,6 +145,7 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
         LedgerConfigError: ``directory`` holds something else (another hub's replica,
             a home, other files).
     """
+    check_hub_address(hub)
     path = Path(directory)
     info = read_marker(path)
     if info is not None:
@@ -157,6 +160,25 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     path.mkdir(parents=True, exist_ok=True)
     write_marker(path, ReplicaInfo(hub=hub, name=name, key=key, hub_key=hub_key))
     (path / _LOG_MARKER).write_text("lessonledger home: LMDB files, do not edit by hand\n")
+
+
+_TCP = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[^\s:/*\[\]]+):([0-9]{1,5})")
+
+
+def check_hub_address(hub: str) -> None:
+    """Refuse a hub address ZeroMQ cannot connect to, before anything is written.
+
+    Raises:
+        LedgerConfigError: ``hub`` is not ``tcp://HOST:PORT`` (port 1 to 65535) or
+            ``ipc://PATH``.
+    """
+    tcp = _TCP.fullmatch(hub)
+    if (tcp is not None and 0 < int(tcp.group(1)) < 65536) or (
+            hub.startswith("ipc://") and len(hub) > len("ipc://") and hub.isprintable()):
+        return
+    msg = (f"{hub!r} is no hub address; give tcp://HOST:PORT (a port from 1 to 65535) "
+           "or ipc://PATH")
+    raise LedgerConfigError(msg)
 
 
 def _reply(frame: bytes, kind: type[Reply]) -> Reply:

@@ -161,11 +161,21 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
     Raises:
         UnknownSnapshotError: no snapshot is called or starts with ``which``.
         TamperedObjectError: the log no longer hashes to the snapshot.
-        LedgerConfigError: ``into`` exists and is not empty.
+        LedgerConfigError: ``into`` is a file, a directory that is not empty, or inside
+            ``home``.
     """
     target = Path(into)
+    if target.exists() and not target.is_dir():
+        msg = f"{target} is not a directory; check out into a new or empty directory"
+        raise LedgerConfigError(msg)
     if target.exists() and any(target.iterdir()):
         msg = f"{target} is not empty; check out into a new or empty directory"
+        raise LedgerConfigError(msg)
+    source = Path(home).resolve()
+    if target.resolve().is_relative_to(source):
+        # Inside the home it restores, a checkout would be part of that home's files:
+        # copied with it, and holding what a later erasure there must take.
+        msg = f"{target} is inside {home}; check out into a directory outside the home"
         raise LedgerConfigError(msg)
     with objects_of(home) as (source_home, log, view):
         snap = view.find(which)
