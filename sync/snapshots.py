@@ -15,6 +15,7 @@ the new home (``erased_later``), and ``verify`` reports them as erased, not as d
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.envelope import GENESIS, decode_envelope
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
@@ -190,22 +192,59 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
             # The source may itself be a checkout, or a replica of one: what it lacks
             # because an erasure later than its log took it stays excused here too.
             inherited = {p for p in state.positions(txn, "erased_later") if p <= last}
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "LESSONLEDGER").write_text(
-            "lessonledger home: LMDB files, do not edit by hand\n")
-        new = acquire(str(target))
+        # Built beside the target and renamed into place once whole: a checkout killed
+        # midway leaves no home that looks like the snapshot's (a prefix of the log
+        # verifies), and the next checkout clears what it left.
+        whole = target.resolve()
+        partial = _partial(whole)
         try:
-            copied, later = _copy(log, EventLog(new, LOG_NAME), last, tombstones)
-            erased_within = _erased_within(new)
-            new_state = SyncState(new)
-            with new.env.begin(write=True) as txn:
-                new_state.add_positions(txn, "erased_later",
-                                        (later | inherited) - erased_within)
-                new_state.add_positions(txn, "withheld", withheld - later)
-            fold_views(new)
-        finally:
-            release(new)
-    return CheckedOut(snap.id.hex(), str(target), last, copied, len(later - erased_within))
+            copied, later_erased = _build(partial, home, target, log, last, tombstones,
+                                          withheld, inherited)
+            os.replace(partial, whole)  # over an empty directory too
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        fsync_path(whole.parent)
+        (whole / _PARTIAL_MARKER).unlink()
+    return CheckedOut(snap.id.hex(), str(target), last, copied, later_erased)
+
+
+def _build(partial: Path, home: str | os.PathLike[str], target: Path, log: EventLog,
+           last: int, tombstones: frozenset[int], withheld: set[int],
+           inherited: set[int]) -> tuple[int, int]:
+    """Write the checked-out home into ``partial``: (bodies copied, bodies erased later)."""
+    partial.mkdir(parents=True)
+    (partial / _PARTIAL_MARKER).write_text(f"a checkout of {home} into {target}\n")
+    (partial / "LESSONLEDGER").write_text("lessonledger home: LMDB files, do not edit by hand\n")
+    new = acquire(str(partial))
+    try:
+        copied, later = _copy(log, EventLog(new, LOG_NAME), last, tombstones)
+        erased_within = _erased_within(new)
+        new_state = SyncState(new)
+        with new.env.begin(write=True) as txn:
+            new_state.add_positions(txn, "erased_later", (later | inherited) - erased_within)
+            new_state.add_positions(txn, "withheld", withheld - later)
+        fold_views(new)
+    finally:
+        release(new)
+    fsync_path(partial)
+    return copied, len(later - erased_within)
+
+
+#: The file that marks a checkout under way in its partial directory.
+_PARTIAL_MARKER = "CHECKOUT-UNDER-WAY"
+
+
+def _partial(target: Path) -> Path:
+    """Where a checkout into ``target`` (resolved) is built: cleared if a killed one left it."""
+    partial = target.with_name(f".{target.name}.checkout-under-way")
+    if partial.exists():
+        if not (partial / _PARTIAL_MARKER).is_file():
+            msg = (f"{partial} is in the way of a checkout into {target}; move it "
+                   "elsewhere and retry")
+            raise LedgerConfigError(msg)
+        shutil.rmtree(partial)
+    return partial
 
 
 def _copy(source: EventLog, target: EventLog, last: int,

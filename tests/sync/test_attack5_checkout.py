@@ -10,7 +10,9 @@ what they are, or their ``verify`` calls the erasure damage.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from hubtools import hub, lessonledger
@@ -59,3 +61,46 @@ def test_a_replica_of_a_hub_restored_by_checkout_verifies(tmp_path: Path) -> Non
     take = _cli("--home", str(replica), "checkout", "after", "--into", str(again))
     assert take.returncode == 0, take.stderr
     assert _cli("--home", str(again), "verify").returncode == 0
+
+
+#: A checkout in a process of its own, SIGKILLed once its second batch of records is
+#: in: the copy commits in batches (two records each here), as a long log does.
+_KILLED_MID_COPY = """
+import os, signal, sys
+from lessonledger.ledger.log import Writing
+from lessonledger.sync import snapshots
+
+snapshots._IMPORT_BATCH = 2
+imported = Writing.import_records
+batches = []
+
+def import_then_die(self, rows, **kw):
+    envelopes = imported(self, rows, **kw)
+    batches.append(len(rows))
+    if len(batches) == 2:
+        self.transaction.commit()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return envelopes
+
+Writing.import_records = import_then_die
+snapshots.checkout(sys.argv[1], "main", sys.argv[2])
+"""
+
+
+def test_a_checkout_killed_midway_leaves_no_home_and_can_be_run_again(
+        tmp_path: Path) -> None:
+    """It left a truncated home that verified ok, and refused a new checkout there."""
+    source = tmp_path / "source"
+    with open_ledger(source, sync=False) as ledger:
+        fill(ledger, 12, principals=("alice", "bob"))
+        take_snapshot(ledger, "main", "test")
+    into = tmp_path / "restored"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_MID_COPY, str(source), str(into)],
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not into.exists() or not any(into.iterdir()), sorted(into.iterdir())
+    again = _cli("--home", str(source), "checkout", "main", "--into", str(into), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["last"] == 26
+    assert _cli("--home", str(into), "verify").returncode == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
