@@ -20,7 +20,7 @@ from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops.config import require_home, seconds, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
-from lessonledger.ops.render import echo, print_json, timestamp
+from lessonledger.ops.render import add_read_only, echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
 from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.replica import (
@@ -152,7 +152,7 @@ def _cmd_snapshots(args: argparse.Namespace) -> int:
 def _cmd_checkout(args: argparse.Namespace) -> int:
     require_home(args.home)
     into = args.into or Path(f"checkout-{args.snapshot[:16]}")
-    done = checkout(args.home, args.snapshot, into)
+    done = checkout(args.home, args.snapshot, into, read_only=args.read_only or None)
     if args.json:
         print_json(msgspec.to_builtins(done))
     else:
@@ -212,6 +212,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     out.add_argument("--into", type=Path, default=None,
                      help="the new home (default ./checkout-<id prefix>)")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_read_only(out)
     out.set_defaults(run=_cmd_checkout)
     listed = sub.add_parser("erasures", help=(
         "each erasure in the log and which replicas acknowledged applying it"))

@@ -28,7 +28,13 @@ from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.envelope import GENESIS, decode_envelope
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
-from lessonledger.ledger.lmdb_env import LMDBHome, acquire, opened_here, release
+from lessonledger.ledger.lmdb_env import (
+    LMDBHome,
+    acquire,
+    on_read_only_filesystem,
+    opened_here,
+    release,
+)
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, snapshot_id
@@ -38,7 +44,7 @@ from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, object_view, registry
 from lessonledger.sync.errors import SyncError, TamperedObjectError, UnknownSnapshotError
 from lessonledger.sync.replica import fold_views
-from lessonledger.sync.state import SyncState, read_marker
+from lessonledger.sync.state import SyncState, read_marker, stored_positions
 
 __all__ = [
     "CheckedOut",
@@ -156,9 +162,12 @@ def _verified(log: EventLog, snap: NamedSnapshot) -> None:
                                   detail="the log no longer hashes to it")
 
 
-def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[str]
-             ) -> CheckedOut:
+def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[str], *,
+             read_only: bool | None = None) -> CheckedOut:
     """Materialise ``home`` as it stood at snapshot ``which`` into the new home ``into``.
+
+    Not a byte of ``home`` is written. With ``read_only`` (by itself on a read-only
+    filesystem) it is opened without even a lock: for a backup no process writes to.
 
     Raises:
         UnknownSnapshotError: no snapshot is called or starts with ``which``.
@@ -179,19 +188,19 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
         # copied with it, and holding what a later erasure there must take.
         msg = f"{target} is inside {home}; check out into a directory outside the home"
         raise LedgerConfigError(msg)
-    with objects_of(home) as (source_home, log, view):
+    if read_only is None:
+        read_only = on_read_only_filesystem(os.fspath(home))
+    with objects_of(home, read_only=read_only) as (source_home, log, view):
         snap = view.find(which)
         if snap is None:
             raise UnknownSnapshotError(which)
         _verified(log, snap)
         last = snap.snapshot.last
         tombstones = view.tombstones
-        state = SyncState(source_home)
-        with source_home.env.begin() as txn:
-            withheld = {p for p in state.positions(txn, "withheld") if p <= last}
-            # The source may itself be a checkout, or a replica of one: what it lacks
-            # because an erasure later than its log took it stays excused here too.
-            inherited = {p for p in state.positions(txn, "erased_later") if p <= last}
+        withheld = {p for p in stored_positions(source_home, "withheld") if p <= last}
+        # The source may itself be a checkout, or a replica of one: what it lacks
+        # because an erasure later than its log took it stays excused here too.
+        inherited = {p for p in stored_positions(source_home, "erased_later") if p <= last}
         # Built beside the target and renamed into place once whole: a checkout killed
         # midway leaves no home that looks like the snapshot's (a prefix of the log
         # verifies), and the next checkout clears what it left.

@@ -30,6 +30,7 @@ __all__ = [
     "SyncState",
     "excused",
     "read_marker",
+    "stored_positions",
     "write_marker",
 ]
 
@@ -129,6 +130,16 @@ class SyncState:
         """Take answered (or erased) commands out of the outbox."""
         for key in keys:
             txn.delete(key, db=self._db)
+
+
+def stored_positions(home: LMDBHome, key: str) -> frozenset[int]:
+    """A stored list of positions of ``home``, read without creating the ``sync`` tree."""
+    db = home.db(SYNC_TREE, create=False)
+    if db is None:
+        return frozenset()
+    with home.env.begin() as txn:
+        raw = txn.get(key.encode(), db=db)
+    return frozenset(_positions.decode(raw)) if raw else frozenset()
 
 
 def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:

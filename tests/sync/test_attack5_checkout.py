@@ -104,3 +104,27 @@ def test_a_checkout_killed_midway_leaves_no_home_and_can_be_run_again(
     assert json.loads(again.stdout)["last"] == 26
     assert _cli("--home", str(into), "verify").returncode == 0
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_checkout_writes_nothing_to_the_home_it_restores(tmp_path: Path) -> None:
+    """It created the ``sync`` tree in its source: a backup changed by a restore from it.
+
+    And a backup no process writes to (``--read-only``; by itself on a read-only
+    filesystem) is read without even a lock.
+    """
+    source = tmp_path / "source"
+    with open_ledger(source, sync=False) as ledger:
+        fill(ledger, 6)
+        take_snapshot(ledger, "main", "test")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    (backup / "data.mdb").write_bytes((source / "data.mdb").read_bytes())
+    before = (source / "data.mdb").read_bytes()
+    checkout(source, "main", tmp_path / "one")
+    assert (source / "data.mdb").read_bytes() == before
+    done = _cli("--home", str(backup), "checkout", "main", "--into", str(tmp_path / "two"),
+                "--read-only")
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in backup.iterdir()] == ["data.mdb"]
+    assert (backup / "data.mdb").read_bytes() == before
+    assert _cli("--home", str(tmp_path / "two"), "verify").returncode == 0
