@@ -33,6 +33,7 @@ from typing import NamedTuple
 import msgspec
 from lessonledger.commands.messages import decode_command
 from lessonledger.commands.recall import Recaller
+from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.compaction import compact
 from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
@@ -144,8 +145,9 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     Raises:
         LedgerConfigError: ``directory`` holds something else (another hub's replica,
             a home, other files).
+        CredentialError: ``name`` looks like a credential.
     """
-    check_hub_address(hub)
+    refuse_query(name=name)  # the hub records it with every erasure it acknowledges
     path = Path(directory)
     info = read_marker(path)
     if info is not None:
