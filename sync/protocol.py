@@ -99,7 +99,12 @@ class Ack(_Message, frozen=True, tag="ack"):
 
 
 class Refs(_Message, frozen=True, tag="refs"):
-    """The hub's head, what it commits to, and its refs."""
+    """The hub's head, what it commits to, and its refs.
+
+    ``erased`` lists the positions whose bodies an erasure later than the hub's own log
+    took (the hub is a checkout of a snapshot older than that erasure): a replica that
+    still holds one deletes it, since no ``Erased`` record will ever tell it.
+    """
 
     head: int
     link: Hash
@@ -107,6 +112,7 @@ class Refs(_Message, frozen=True, tag="refs"):
     segments: int
     erasures: list[int]
     refs: dict[str, Hash]
+    erased: list[int] = []
 
 
 class Ids(_Message, frozen=True, tag="segment_ids"):

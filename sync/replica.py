@@ -265,13 +265,37 @@ class _Puller:
         self.queued: list[_Queued] = []
         self.queued_bytes = 0
         self.result = PullResult()
+        #: Bodies a later erasure took were deleted here (see :meth:`_forget`).
+        self.forgot = False
 
     def hello(self) -> bytes:
         return encode(Hello(self.name, self.head, self.link if self.head else b""))
 
     def on_refs(self, refs: Refs) -> bytes:
         self.refs = refs
+        self._forget([p for p in refs.erased if p <= self.head])
         return encode(SegmentIds(len(self.closed)))
+
+    def _forget(self, erased: list[int]) -> None:
+        """Delete the bodies the hub says a later erasure took, which this replica holds.
+
+        The hub is a checkout of a snapshot older than that erasure, so no ``Erased``
+        record will come: the views are folded afresh without the bodies, and the pull
+        ends with a compaction, as for an erasure.
+        """
+        if not erased:
+            return
+        with self.log.writing() as writing:
+            gone = writing.erase_bodies(erased)
+            self.state.remove_positions(writing.transaction, "withheld", erased)
+            self.state.add_positions(writing.transaction, "erased_later", erased)
+            if gone:  # their bytes stay in free pages until a compaction: it is due
+                self.state.add_positions(writing.transaction, "unswept", erased)
+        if gone:
+            self.forgot = True
+            started = time.perf_counter()
+            self.runner.rebuild(self.log)
+            self.fold_seconds += time.perf_counter() - started
 
     def on_ids(self, ids: Ids) -> list[bytes]:
         assert self.refs is not None
@@ -420,7 +444,7 @@ class _Puller:
     def finish(self) -> int:
         """Bring the vector index up to the views, save both; the position reached."""
         started = time.perf_counter()
-        _save_folded(self.home, self.log, self.runner)
+        _save_folded(self.home, self.log, self.runner, fresh=self.forgot)
         self.fold_seconds += time.perf_counter() - started
         return self.runner.position
 
@@ -479,14 +503,16 @@ def fold_views(home: LMDBHome) -> int:
     return runner.position
 
 
-def _save_folded(home: LMDBHome, log: EventLog, runner: Runner) -> None:
+def _save_folded(home: LMDBHome, log: EventLog, runner: Runner, *,
+                 fresh: bool = False) -> None:
     """The vector index brought up to ``runner``'s lesson view; both saved.
 
-    After an erasure the runner folded (it refolds its views afresh), the index is
-    built afresh too, so neither keeps anything derived from the erased bodies.
+    After an erasure the runner folded (it refolds its views afresh), or with ``fresh``,
+    the index is built afresh too, so neither keeps anything derived from the erased
+    bodies.
     """
     recaller = Recaller(Path(home.path) / "vectors", log, lesson_view(runner),
-                        fresh=runner.erasures > 0)
+                        fresh=fresh or runner.erasures > 0)
     recaller.sync()
     runner.save()
     recaller.save()
@@ -540,14 +566,16 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
         result.fold_seconds = puller.fold_seconds
         with home.env.begin() as txn:
             pending = SyncState(home).positions(txn, "pending")
+            unswept = SyncState(home).positions(txn, "unswept")
     finally:
         release(home)
-    if pending:
+    if pending or unswept:
         try:
             compact(os.fspath(directory))
-        except HomeBusyError:
+        except HomeBusyError:  # the compaction, and what waits for it, wait for a pull
             result.pending = pending
-            pending = []
+            pending, unswept = [], []
+        _swept(directory, unswept, sync)
     for erasure in pending:
         _reply(exchange.call(encode(Ack(info.name, erasure))), Acked)
         _done_with(directory, erasure, sync)
@@ -555,6 +583,19 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
     result.received, result.sent = exchange.received, exchange.sent
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _swept(directory: str | os.PathLike[str], positions: list[int], sync: bool) -> None:
+    """Record that a compaction took the bytes of the bodies :meth:`_Puller._forget` took."""
+    if not positions:
+        return
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        state = SyncState(home)
+        with home.env.begin(write=True) as txn:
+            state.remove_positions(txn, "unswept", positions)
+    finally:
+        release(home)
 
 
 def _done_with(directory: str | os.PathLike[str], erasure: int, sync: bool) -> None:

@@ -142,7 +142,7 @@ class SyncService:
         ids = view.segment_ids()
         return Refs(head=view.position, link=view.link, root=merkle_root(ids),
                     segments=len(ids), erasures=[e.position for e in view.erasures],
-                    refs=view.refs)
+                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]))
 
     def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()

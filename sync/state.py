@@ -7,7 +7,9 @@
 - the ``sync`` tree, written in the same transaction as the records it is about:
   ``withheld`` (positions whose bodies the hub did not send: the key may not read them),
   ``erased_later`` (a checkout's: positions a later erasure took), ``pending`` (erasures
-  applied whose acknowledgement is not yet recorded at the hub) and the outbox
+  applied whose acknowledgement is not yet recorded at the hub), ``unswept`` (bodies a
+  restored hub said a later erasure took, deleted here but not yet compacted away) and
+  the outbox
   (``outbox/`` + sequence → based-on position and the command's JSON).
 """
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from hubtools import hub, lessonledger
 from lessonledger.commands import open_ledger
+from lessonledger.sync.exchange import LocalExchange
+from lessonledger.sync.replica import prepare_clone, pull
+from lessonledger.sync.service import SyncService
 from lessonledger.sync.snapshots import checkout, take_snapshot
 from sync_workload import fill
 
@@ -128,3 +131,34 @@ def test_a_checkout_writes_nothing_to_the_home_it_restores(tmp_path: Path) -> No
     assert [p.name for p in backup.iterdir()] == ["data.mdb"]
     assert (backup / "data.mdb").read_bytes() == before
     assert _cli("--home", str(tmp_path / "two"), "verify").returncode == 0
+
+
+def test_a_replica_behind_an_erasure_forgets_it_when_the_restored_hub_is_pulled(
+        tmp_path: Path) -> None:
+    """A replica that had alice's bodies, and never pulled her erasure before the hub was
+    restored from an older snapshot, kept them for good: the restored hub's log holds no
+    ``Erased`` record to send it, only which bodies a later erasure took."""
+    source = tmp_path / "source"
+    replica = tmp_path / "replica"
+    with open_ledger(source, sync=False) as ledger:
+        texts = fill(ledger, 12, principals=("alice", "bob"))
+        alice = [t for t in texts if t.startswith("alice")]
+        prepare_clone("local", replica, "r1")
+        pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+        fill(ledger, 4, seed=3, tag="later", principals=("bob",))
+        take_snapshot(ledger, "main", "test")
+        ledger.erase(key="gdpr", what="principal", subject="alice", reason="request")
+    assert any(t.encode() in p.read_bytes() for t in alice for p in replica.rglob("*.mdb"))
+    restored = tmp_path / "restored"
+    checkout(source, "main", restored)
+    with open_ledger(restored, sync=False) as ledger:
+        done = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False)
+        assert done.head == ledger.log.head()
+    for path in replica.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert not [t for t in alice if t.encode()[:16] in data], path
+    checked = _cli("--home", str(replica), "verify")
+    assert checked.returncode == 0, checked.stdout
+    listed = _cli("--home", str(replica), "lessons", "list", "--all", "--json")
+    assert "alice" not in listed.stdout
