@@ -211,6 +211,15 @@ class SyncService:
             except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:
                 results.append(PushResult("", refused=f"not a command: {e}"))
                 continue
+            if grant is not None and based_on < grant.principal_since:
+                # Made while the key was another principal's (or had no grant): written
+                # now, it would be the current principal's, and erasing the one whose
+                # content it is would leave it.
+                results.append(PushResult(command.key, refused=(
+                    f"this command was made (at position {based_on} of the replica) "
+                    f"before key {grant.key_name!r} was {grant.principal!r}'s (from "
+                    f"position {grant.principal_since}); it is not written as theirs")))
+                continue
             if grant is not None:
                 # The key's principal, never one the replica names: checked against the
                 # erasures below, and the one the hub writes.
