@@ -60,6 +60,9 @@ class VerifyReport(msgspec.Struct):
         problems: everything that failed, in position order.
         withheld: positions whose bodies a partial replica was not sent (its key may not
             read them): not damage either.
+        chain: the chain link of the last envelope, hex (empty for an empty log): a
+            copy that verifies and ends at the same link holds the same history, so an
+            operator can pin it (``import --expect-chain``).
     """
 
     head: int
@@ -67,6 +70,7 @@ class VerifyReport(msgspec.Struct):
     erased: list[int] = msgspec.field(default_factory=list)
     problems: list[Finding] = msgspec.field(default_factory=list)
     withheld: list[int] = msgspec.field(default_factory=list)
+    chain: str = ""
 
     @property
     def ok(self) -> bool:
@@ -129,6 +133,7 @@ def verify(log: EventLog, progress: Callable[[int, int], None] | None = None, *,
         else:
             report.problems.append(Finding(p, "body", "body is missing and no erasure names it"))
     report.problems.sort(key=lambda f: f.position)
+    report.chain = previous.hex() if report.checked else ""
     if progress is not None:
         progress(report.checked, report.head)
     return report

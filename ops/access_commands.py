@@ -20,6 +20,7 @@ from lessonledger.commands.errors import UnknownKeyError
 from lessonledger.commands.messages import checked_command, command_from
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.ops.config import keys_dir
+from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.lesson_commands import open_lessons, open_queries
 from lessonledger.ops.render import echo, print_json
 from lessonledger.projections.access import Grant
@@ -67,10 +68,20 @@ def _cmd_grant(args: argparse.Namespace) -> int:
         "admin": args.admin, "actor": args.by}, GrantAccess))
     check_public_key(command.public_key)
     refuse_credentials(command)
-    with open_lessons(args.home) as ledger:
-        receipt = ledger.execute(command)
-        grant = ledger.grant_for(public)
-    assert grant is not None
+    if args.to is not None:
+        # The hub records the admin bound to --key-file as the actor, not --by.
+        with remote(args) as hub:
+            receipt = hub.execute(command)
+        grant = Grant(key_name=command.key_name, public_key=command.public_key,
+                      principal=command.principal, read=frozenset(command.read),
+                      write=frozenset(command.write), admin=command.admin,
+                      granted_at=receipt.positions[0])
+    else:
+        with open_lessons(args.home) as ledger:
+            receipt = ledger.execute(command)
+            found = ledger.grant_for(public)
+        assert found is not None
+        grant = found
     if args.json:
         print_json({"position": receipt.positions[0], **_grant_json(grant)})
     else:
@@ -82,17 +93,25 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     command = checked_command(command_from({
         "key": f"revoke:{uuid4()}", "key_name": args.name, "actor": args.by}, RevokeAccess))
     refuse_credentials(command)
+    if args.to is not None:
+        with remote(args) as hub:  # the hub refuses an unknown name itself
+            receipt = hub.execute(command)
+        return _revoked(args, receipt.positions[0])
     with open_queries(args.home) as reader:
         # Asked on the read side first, so an unknown name opens no writer.
         if not any(g.key_name == args.name for g in reader.grants()):
             raise UnknownKeyError(args.name)
     with open_lessons(args.home) as ledger:
         receipt = ledger.execute(command)
+    return _revoked(args, receipt.positions[0])
+
+
+def _revoked(args: argparse.Namespace, position: int) -> int:
     if args.json:
-        print_json({"key_name": args.name, "position": receipt.positions[0]})
+        print_json({"key_name": args.name, "position": position})
     else:
-        echo(f"revoked {args.name} at position {receipt.positions[0]:,}: its next "
-             "connection is refused")
+        echo(f"revoked {args.name} at position {position:,}: its next connection is "
+             "refused")
     return 0
 
 
@@ -140,7 +159,8 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "on every event the hub writes for it), read the lessons of the --read projects "
         "(global lessons come with any grant), write to the --write projects, and with "
         "--admin erase and grant. A new grant for a key replaces its previous one. Run "
-        "on the hub's home."))
+        "on the hub's home, or with --to through a running hub by an admin key (the hub "
+        "then records that key's principal as who granted, not --by)."))
     grant.add_argument("name", metavar="NAME", help="the key's name (as in `keys new NAME`)")
     grant.add_argument("--principal", required=True, metavar="P", help=(
         "whose key it is: stamped on every event the hub writes for it"))
@@ -153,6 +173,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "the public key file (default: <key directory>/NAME.key); never a secret file"))
     grant.add_argument("--by", default="operator", metavar="WHO", help=(
         "who grants, recorded as the event's actor (default: operator)"))
+    add_remote(grant, key_flag="--key-file")
     _json_flag(grant)
     grant.set_defaults(run=_cmd_grant)
 
@@ -163,6 +184,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     revoke.add_argument("name", metavar="NAME", help="the key's name")
     revoke.add_argument("--by", default="operator", metavar="WHO", help=(
         "who revokes, recorded as the event's actor (default: operator)"))
+    add_remote(revoke, key_flag="--key-file")
     _json_flag(revoke)
     revoke.set_defaults(run=_cmd_revoke)
 

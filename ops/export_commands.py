@@ -377,6 +377,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         raise BadExportError(0, f"no export file at {args.file}; check the path")
     _check_target(args.into)
     header, events = _checked(args.file)
+    if args.expect_chain is not None and header.chain != args.expect_chain.lower():
+        # The chain was checked line by line to end at the header's link: a file that
+        # ends elsewhere is not the history the operator pinned (rewritten, or another).
+        raise BadExportError(0, (
+            f"{args.file} ends at chain link {header.chain or '(empty log)'}, not the "
+            f"expected {args.expect_chain}; it is not the history `verify` showed at the "
+            "source"))
     made = not args.into.exists()
     try:
         head, lessons = _restore(args.file, args.into, header, events)
@@ -430,5 +437,17 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     into.add_argument("file", type=Path, help="the export file")
     into.add_argument("--into", type=Path, required=True, metavar="NEW_HOME",
                       help="the new home: a path that does not exist yet, or an empty directory")
+    into.add_argument("--expect-chain", metavar="HEX", type=_chain_link, default=None,
+                      help=(
+        "refuse the file unless its history ends at this chain link (the `chain head` "
+        "that `lessonledger verify` prints at the source): a file whose whole chain was "
+        "rewritten verifies on its own, but cannot end at the pinned link"))
     into.add_argument("--json", action="store_true", help="print the result as JSON")
     into.set_defaults(run=_cmd_import)
+
+
+def _chain_link(text: str) -> str:
+    if len(text) != 64 or any(c not in "0123456789abcdefABCDEF" for c in text):
+        msg = f"{text!r} is not a chain link: give the 64 hex digits `verify` prints"
+        raise argparse.ArgumentTypeError(msg)
+    return text.lower()

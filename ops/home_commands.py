@@ -86,6 +86,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             erased += f", {len(report.withheld)} withheld (not readable by this replica)"
         verdict = "ok" if report.ok else f"DAMAGED at position {report.problems[0].position}"
         echo(f"{where}verified {report.checked:,} of {report.head:,} events{erased}: {verdict}")
+        if report.chain:
+            echo(f"{where}chain head {report.chain}")
     return 0 if all(report.ok for _, report in reports) else 1
 
 

@@ -25,6 +25,7 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands import authorization
+from lessonledger.commands.access import GrantAccess
 from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
 from lessonledger.commands.messages import (
     DeclareEnvironmentChange,
@@ -45,6 +46,7 @@ __all__ = [
     "authorize_command",
     "authorize_event",
     "body_scope",
+    "bound_to_caller",
     "may_read",
     "require_admin",
     "require_own_principal",
@@ -201,6 +203,18 @@ def require_own_principal(access: Access, given: str) -> None:
         msg = (f"the principal is the one bound to the connection's key "
                f"({access.principal!r}), not {given!r}; leave it out")
         raise InvalidCommandError(msg, "$.principal")
+
+
+def bound_to_caller(command: Any, principal: str) -> Any:
+    """``command`` as the caller bound to ``principal`` sends it.
+
+    A command's ``principal`` is whose it is, so the caller's own. A grant is the one
+    exception: there ``principal`` is the grantee, which the admin names; the caller is
+    the grant's ``actor``, so the record says which admin granted it.
+    """
+    if isinstance(command, GrantAccess):
+        return msgspec.structs.replace(command, actor=principal)
+    return msgspec.structs.replace(command, principal=principal)
 
 
 def require_admin(access: Access, what: str = "erase, grant or reconcile") -> None:

@@ -25,6 +25,7 @@ whose hub is gone (SIGKILL) exits on its own.
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import struct
@@ -37,7 +38,7 @@ from uuid import UUID
 
 import msgspec
 import zmq
-from lessonledger.commands.access import AccessCommand
+from lessonledger.commands.access import AccessCommand, GrantAccess
 from lessonledger.commands.errors import AccessRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import (
@@ -59,11 +60,12 @@ from lessonledger.sync.authority import (
     Authority,
     authorize_command,
     authorize_event,
+    bound_to_caller,
     require_admin,
     require_own_principal,
 )
 from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
-from lessonledger.sync.query_pool import QueryPool, default_workers
+from lessonledger.sync.query_pool import PER_CLIENT, QueryPool, default_workers
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
@@ -80,8 +82,10 @@ GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
 
+#: The writer's replies to the front: one message a batch, ``[head, identity, reply, …]``
+#: (head empty when it did not move): one send and one receive for the whole batch, not
+#: two per request, on the writer's path and the front's.
 _OUTBOX = "inproc://lessonledger-hub-outbox"
-_REPLY, _HEAD = b"r", b"h"
 _head = struct.Struct(">Q")
 
 _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
@@ -112,7 +116,10 @@ class HubConfig:
         home: the ledger home it is the writer of.
         bind: the ROUTER endpoint clients send to.
         pub: the PUB endpoint announcing heads (default: the next port).
-        queue_bound: commands waiting at most; more are answered ``busy``.
+        queue_bound: commands waiting at most; more are answered ``busy``. One client
+            (a CURVE key, or a connection on a keyless hub) holds at most
+            :data:`~lessonledger.sync.query_pool.PER_CLIENT` of it, so a key flooding from
+            many connections keeps every other key's commands a short wait away.
         max_batch: commands committed together at most.
         query_bound: queries waiting at most.
         query_workers: processes answering queries (0: :func:`default_workers`).
@@ -195,6 +202,10 @@ class Hub:
         self._context = context or zmq.Context()
         self._on_bound = on_bound
         self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
+        #: Requests each client has waiting in ``_work`` (front adds, writer takes off).
+        self._waiting: collections.Counter[str] = collections.Counter()
+        self._waiting_lock = threading.Lock()
+        self._per_client = max(1, int(config.queue_bound * PER_CLIENT))
         self._pool: QueryPool | None = None
         self._stopping = threading.Event()
         #: Set once the front queues nothing more: the threads may then finish.
@@ -353,10 +364,10 @@ class Hub:
                 parts = outbox.recv_multipart(0 if block else zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if parts[0] == _HEAD:
-                pub.send_multipart([b"head", parts[1]])
-            else:
-                self._send(router, parts[1], parts[2])
+            for i in range(1, len(parts), 2):
+                self._send(router, parts[i], parts[i + 1])
+            if parts[0]:
+                pub.send_multipart([b"head", parts[0]])
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
@@ -429,9 +440,19 @@ class Hub:
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         work = _work(identity, frame.id, access, body)
+        client = _client(work)
+        with self._waiting_lock:
+            mine = self._waiting[client]
+            if mine < self._per_client:
+                self._waiting[client] = mine + 1
+        if mine >= self._per_client:
+            self._busy(router, identity, frame.id,
+                       f"this client has {mine} requests waiting at the hub already")
+            return
         try:
             self._work.put_nowait(work)
         except queue.Full:
+            self._taken([work])
             self._busy(router, identity, frame.id, "the hub's queue is full")
 
     def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
@@ -486,6 +507,7 @@ class Hub:
                 if first is None:
                     continue
                 group = self._commit(ledger, first, outbox)
+                self._taken(group)
                 for _ in group:
                     self._work.task_done()
         finally:
@@ -493,6 +515,15 @@ class Hub:
                 self._grants_ledger = None
             ledger.close()
             outbox.close()
+
+    def _taken(self, group: list[_Work]) -> None:
+        """Count ``group`` off its clients' waiting requests."""
+        with self._waiting_lock:
+            for work in group:
+                client = _client(work)
+                self._waiting[client] -= 1
+                if self._waiting[client] <= 0:
+                    del self._waiting[client]
 
     def _refresh_grants(self, ledger: Ledger | None = None) -> None:
         """Take the grants in force now (the writer's ledger folds what others wrote)."""
@@ -590,10 +621,8 @@ class Hub:
         self.stats.batch(len(group), self.head - before, seconds)
         log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
                  self.head - before, seconds * 1000, self.head)
-        for identity, data in replies:
-            outbox.send_multipart([_REPLY, identity, data])
-        if self.head != before:
-            outbox.send_multipart([_HEAD, _head.pack(self.head)])
+        moved = _head.pack(self.head) if self.head != before else b""
+        outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
         return group
 
     def _alone(self, ledger: Ledger, work: _Work) -> bytes:
@@ -626,6 +655,11 @@ class Hub:
         log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
                  type(error).__name__)
         return _reply(_refused(error), work.request)
+
+
+def _client(work: _Work) -> str:
+    """Whose share of the queue ``work`` takes: its key's, or its connection's."""
+    return work.access.key or work.identity.hex()
 
 
 def _user_id(frame: zmq.Frame) -> str | None:
@@ -672,8 +706,11 @@ def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
     """The command as the ledger would check it, with the connection's principal."""
     command = checked_command(command)
     refuse_credentials(command)
-    require_own_principal(access, command.principal)
-    return msgspec.structs.replace(command, principal=access.principal)
+    if not isinstance(command, GrantAccess):  # a grant's principal is its grantee
+        require_own_principal(access, command.principal)
+    bound: AnyCommand | SkillCommand | AccessCommand = bound_to_caller(command,
+                                                                       access.principal)
+    return bound
 
 
 def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:

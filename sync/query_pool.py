@@ -12,7 +12,9 @@ so a slow query (a long ``log`` page) holds up only the few behind it on its wor
 While every worker is full, queries wait in
 a queue per client, taken in turn, one client after another: a client flooding queries
 delays each other client by one query at most, not by its whole backlog. The queues are
-bounded, in all and per client (:data:`PER_CLIENT` of the whole).
+bounded, in all and per client (:data:`PER_CLIENT` of the whole). A client is a CURVE
+key, not a connection: a key that opens many connections still holds one queue and one
+turn (on a keyless hub, where every connection is the same principal, a connection).
 
 A worker that dies is started again, and the clients of the queries it held are answered
 ``busy`` (they retry), never left to their timeout.
@@ -116,7 +118,8 @@ class QueryPool:
             msg = f"cannot listen for query workers on {self.endpoint}: {e}"
             raise LedgerConfigError(msg) from e
         self._workers: dict[bytes, _Worker] = {}
-        #: Waiting queries by client, in the order the clients take turns.
+        #: Waiting queries by client (key, or connection on a keyless hub), in the order
+        #: the clients take turns.
         self._waiting: OrderedDict[bytes, deque[list[bytes]]] = OrderedDict()
         self._queued = 0
         self._per_client = max(1, int(bound * PER_CLIENT))
@@ -171,26 +174,27 @@ class QueryPool:
 
     def submit(self, identity: bytes, request: int, access: Access, query: bytes) -> bool:
         """Queue one query (``query`` is its request body, msgpack); False when full."""
-        mine = self._waiting.get(identity)
+        client = access.key.encode() or identity
+        mine = self._waiting.get(client)
         if self._queued >= self.bound or (mine is not None and len(mine) >= self._per_client):
             return False
         if mine is None:
-            mine = self._waiting[identity] = deque()
+            mine = self._waiting[client] = deque()
         mine.append([identity, _request.pack(request), _encoder.encode(access), query])
         self._queued += 1
         self._hand_out()
         return True
 
-    def _next(self) -> list[bytes]:
-        """The first waiting query of the client whose turn it is; it goes to the back."""
-        identity, mine = next(iter(self._waiting.items()))
+    def _next(self) -> tuple[bytes, list[bytes]]:
+        """The client whose turn it is and its first waiting query; it goes to the back."""
+        client, mine = next(iter(self._waiting.items()))
         parts = mine.popleft()
         if mine:
-            self._waiting.move_to_end(identity)
+            self._waiting.move_to_end(client)
         else:
-            del self._waiting[identity]
+            del self._waiting[client]
         self._queued -= 1
-        return parts
+        return client, parts
 
     def _hand_out(self) -> None:
         while self._waiting:
@@ -198,14 +202,14 @@ class QueryPool:
             if not ready:
                 return
             worker = min(ready, key=lambda w: len(w.holding))
-            parts = self._next()
+            client, parts = self._next()
             try:
                 self.socket.send_multipart([worker.name, *parts], zmq.NOBLOCK)
             except zmq.ZMQError:
                 # It is gone (check() starts another): the query waits for the next.
                 worker.ready = False
-                self._waiting.setdefault(parts[0], deque()).appendleft(parts)
-                self._waiting.move_to_end(parts[0], last=False)
+                self._waiting.setdefault(client, deque()).appendleft(parts)
+                self._waiting.move_to_end(client, last=False)
                 self._queued += 1
                 continue
             worker.holding.append((parts[0], _request.unpack(parts[1])[0]))

@@ -43,7 +43,7 @@ from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
-from lessonledger.sync.authority import Access, authorize_command, body_scope
+from lessonledger.sync.authority import Access, authorize_command, body_scope, bound_to_caller
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     Ack,
@@ -223,7 +223,7 @@ class SyncService:
             if grant is not None:
                 # The key's principal, never one the replica names: checked against the
                 # erasures below, and the one the hub writes.
-                command = msgspec.structs.replace(command, principal=grant.principal)
+                command = bound_to_caller(command, grant.principal)
             gone = [f"{what} {subject!r}" for what, subject in
                     (("principal", command.principal), ("session", command.session))
                     if subject and (what, subject) in erased]

@@ -362,6 +362,39 @@ def test_a_forged_chain_repeating_an_event_id_is_refused(
     _refused(capsys, again, tmp_path / "new", "repeats an earlier event's id")
 
 
+def test_a_rewritten_history_is_refused_once_the_source_chain_head_is_pinned(
+        small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = small.parent / "home"
+    code, out, _ = run(capsys, "--home", home, "verify", "--json")
+    pinned = json.loads(out)["chain"]
+    assert code == 0
+    assert len(pinned) == 64
+    assert f"chain head {pinned}" in run(capsys, "--home", home, "verify")[1]
+    code, out, err = run(capsys, "import", small, "--into", tmp_path / "ok",
+                         "--expect-chain", pinned.upper())
+    assert code == 0, err
+    assert json.loads(run(capsys, "--home", tmp_path / "ok", "verify", "--json")[1])[
+        "chain"] == pinned
+    # A forger who rewrites the actor and every link after it makes a file that imports
+    # and verifies on its own: only the pinned head tells it apart.
+    rewritten = _forged(small, lambda envelope, position: msgspec.structs.replace(
+        envelope, actor="someone else") if position == 1 else envelope)
+    header, first, *rest = lines(rewritten)
+    first["actor"] = "someone else"  # its readable form says what its envelope says
+    rewritten.write_text("".join(json.dumps(e) + "\n" for e in [header, first, *rest]))
+    code, _, err = run(capsys, "import", rewritten, "--into", tmp_path / "free")
+    assert code == 0, err
+    code, out, err = run(capsys, "import", rewritten, "--into", tmp_path / "pinned",
+                         "--expect-chain", pinned)
+    assert (code, out) == (2, ""), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "not the expected" in err, err
+    assert not (tmp_path / "pinned").exists()
+    assert run(capsys, "import", small, "--into", tmp_path / "bad",
+               "--expect-chain", "xyz")[0] == 2
+    assert not (tmp_path / "bad").exists()
+
+
 def test_an_erased_body_put_back_is_refused(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"

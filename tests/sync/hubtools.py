@@ -159,8 +159,8 @@ class Keys:
 @contextmanager
 def curve_hub(base: Path, grants: Mapping[str, tuple[str, dict[str, Any]]], *,
               admin: str, keys: tuple[str, ...] = (),
-              prepare: Callable[[Ledger], object] | None = None
-              ) -> Iterator[tuple[HubProcess, Keys]]:
+              prepare: Callable[[Ledger], object] | None = None,
+              extra: tuple[str, ...] = ()) -> Iterator[tuple[HubProcess, Keys]]:
     """A hub serving ``base / "home"`` with CURVE, its grants written before it starts.
 
     Args:
@@ -169,6 +169,7 @@ def curve_hub(base: Path, grants: Mapping[str, tuple[str, dict[str, Any]]], *,
         admin: the granted key that probes the hub until it answers.
         keys: more key pairs to make, granted nothing (strangers, later grants).
         prepare: writes on the home before the grants (a workload).
+        extra: more ``serve`` options.
     """
     made = Keys(base / "keys", (*grants, *keys))
     with Ledger(base / "home") as ledger:
@@ -176,7 +177,8 @@ def curve_hub(base: Path, grants: Mapping[str, tuple[str, dict[str, Any]]], *,
             prepare(ledger)
         for name, (principal, fields) in grants.items():
             made.grant(ledger, name, principal, **fields)
-    server = HubProcess(base / "home", base / "hub.log", "--key", str(made.secret("hub")))
+    server = HubProcess(base / "home", base / "hub.log", "--key", str(made.secret("hub")),
+                        *extra)
     try:
         server.start(client=made.client(server, admin, timeout=1.0, deadline=60.0))
         yield server, made
