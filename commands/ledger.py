@@ -66,7 +66,7 @@ from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.read_side import ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import Receipt, minted, minted_events
-from lessonledger.commands.refusals import refuse_credentials
+from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
 from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
@@ -577,6 +577,7 @@ class Ledger(CommandVerbs, ReadSide):
         """
         with self._transaction() as writing:
             events = decide(self.runner)
+            refuse_recorded(events)  # raised out of the transaction: nothing written
             ids = [new_event_id() for _ in events]
             positions = writing.append([
                 new_event(event, stream=eid, version=0, event_id=eid, actor=actor)

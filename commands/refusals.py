@@ -11,17 +11,19 @@ only text, and nothing in lessonledger reads a lesson to decide what needs confi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.ledger.events import AnyEvent
 from lessonledger.ledger.secrets import credential_field, credential_in
 
 if TYPE_CHECKING:
     from lessonledger.commands.access import AccessCommand
 
-__all__ = ["refuse_credentials", "refuse_query"]
+__all__ = ["refuse_credentials", "refuse_query", "refuse_recorded"]
 
 #: Fields never stored, so never checked: the idempotency key is kept only as a hash.
 #: An erasure's subject names what to erase; refusing it would make content stored
@@ -42,6 +44,20 @@ def refuse_credentials(command: AnyCommand | Erase | SkillCommand | AccessComman
                              | getattr(command, "public_keys", frozenset()))
     if found is not None:
         raise CredentialError(found[1], found[0])
+
+
+def refuse_recorded(events: Sequence[AnyEvent]) -> None:
+    """Raise :class:`CredentialError` if one of the ledger's own records holds a secret.
+
+    A snapshot's name and origin, and an erasure acknowledgement's replica name, are
+    chosen by whoever takes the snapshot or runs the replica. These records carry no
+    principal or session, so no erasure could ever take a secret put there, and they
+    travel to every replica whatever its grant.
+    """
+    for i, event in enumerate(events):
+        found = credential_field(event, path=f"$[{i}]" if len(events) > 1 else "$")
+        if found is not None:
+            raise CredentialError(found[1], found[0])
 
 
 def refuse_query(**fields: str) -> None:

@@ -88,6 +88,15 @@ _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # KeywordDetector has no "token" or "auth" keyword (GITHUB_TOKEN=…, auth: …).
         ("Secret Keyword", r"(?:token|auth|access_?key)\s*[=:]\s*['\"]?[A-Za-z0-9/+_.-]{8,}",
          re.IGNORECASE),
+        # KeywordDetector reads api_key and apikey, not api-key (X-Api-Key: …, "api-key":).
+        ("Secret Keyword", r"\bapi-key['\"]?\s*[=:]\s*['\"]?[A-Za-z0-9/+_.-]{8,}",
+         re.IGNORECASE),
+        # KeywordDetector needs an assignment sign; a command line gives a flag's value
+        # after a space (mysql --password hunter2). A value that is a variable, a
+        # template or stars ($PW, "$(cat f)", <pw>, ***) is no secret.
+        ("Secret Keyword",
+         r"(?:^|\s)--(?:password|passwd|api[-_]?key|token|auth-token|access-token|"
+         r"client-secret)\s+['\"]?+(?![$<{*%])[^\s'\"]{6,}", re.IGNORECASE),
     )
 )
 
@@ -135,6 +144,19 @@ def _z85_key(text: str) -> bool:
                 and len(set(run)) >= _Z85_DISTINCT):
             return True
     return False
+
+
+_CURL_USER = re.compile(
+    r"(?:^|\s)(?:-u|--user)(?:\s+|=)['\"]?+[^\s:'\"]+:(?![$<{*%])[^\s'\"]{4,}")
+
+
+def _curl_user(text: str) -> bool:
+    """Whether ``text`` is a ``curl`` command line with ``-u USER:PASSWORD``.
+
+    BasicAuthDetector reads only URLs. Elsewhere ``-u 1000:1000`` (docker) is a user and
+    group, so the flag counts only beside ``curl``.
+    """
+    return "curl" in text and _CURL_USER.search(text) is not None
 
 
 _NPM_ANCHOR = re.compile(r"(?=/:_authToken=\s*(?:npm_.|[A-Fa-f0-9-]{36}))")
@@ -256,6 +278,7 @@ class _Detector:
                 self.patterns.append((None, name, plugin))
         self.patterns += [(pattern.search, name, None) for name, pattern in _OURS]
         self.patterns.append((_z85_key, "CURVE key (Z85)", None))
+        self.patterns.append((_curl_user, "Basic Auth Credentials", None))
         self.keyword_type = str(keyword.KeywordDetector.secret_type)
         self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
         # Each keyword regex holds the denylist alternation: a necessary condition.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -53,6 +54,33 @@ _MAGIC_AT = 16
 #: The trees our module makes: a log's (``<name>.log``, ``.streams``, ``.ids``, and an
 #: application's ``.tracking``), the saved views, and sync's state (``sync``).
 _OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking)|views|sync)\Z")
+
+
+#: The longest wait a seconds option takes (about 11 days): past it, ZeroMQ's and the
+#: threads' millisecond timeouts overflow.
+MAX_SECONDS = 1e6
+
+
+def seconds(text: str, *, zero: bool = False) -> float:
+    """An argparse type: a finite number of seconds above 0 (or from 0, with ``zero``).
+
+    ``nan``, ``inf`` and a negative number are refused: ZeroMQ takes a negative timeout
+    for "wait for ever", and neither ``nan`` nor ``inf`` converts to milliseconds.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 <= value <= MAX_SECONDS) or (value == 0 and not zero):
+        least = "0" if zero else "more than 0"
+        msg = f"expected seconds, {least} to {MAX_SECONDS:g}, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    """:func:`seconds`, 0 allowed."""
+    return seconds(text, zero=True)
 
 
 def tree_names(home: Path) -> list[bytes]:

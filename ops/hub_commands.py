@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.config import open_log
+from lessonledger.ops.config import open_log, seconds
 from lessonledger.ops.render import echo, print_json
 from lessonledger.sync.authority import Authority, GrantAuthority, LoopbackAuthority
 from lessonledger.sync.client import RemoteLedger
@@ -102,7 +102,7 @@ def add_remote(p: argparse.ArgumentParser, key_flag: str = "--key") -> None:
                    help="with --to: this client's secret key file (NAME.key_secret)")
     p.add_argument("--server-key", metavar="FILE", default=None,
                    help="with --to: the hub's public key file")
-    p.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+    p.add_argument("--wait", type=seconds, default=30.0, metavar="SECONDS",
                    help="with --to: give up on a hub that does not answer (default 30)")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lessonledger.ops.config import open_log
+from lessonledger.ops.config import open_log, seconds_or_zero
 from lessonledger.ops.lesson_commands import open_queries
 from lessonledger.ops.metrics import LedgerCollector, Verifier, serve
 from lessonledger.ops.render import add_read_only
@@ -92,7 +92,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "the port to listen on (default 9650; 0 takes a free one, printed on stderr)"))
     metrics.add_argument("--bind", default="127.0.0.1", metavar="ADDRESS", help=(
         "the address to listen on (default 127.0.0.1: this machine only)"))
-    metrics.add_argument("--verify-every", type=float, default=600.0, metavar="SECONDS",
+    metrics.add_argument("--verify-every", type=seconds_or_zero, default=600.0, metavar="SECONDS",
                          help=("verify the log this often, for lessonledger_verify_ok "
                                "(default 600; 0: once, at the start)"))
     add_read_only(metrics)

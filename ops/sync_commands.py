@@ -20,14 +20,15 @@ from typing import Any
 
 import msgspec
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.config import require_home, sync_setting
+from lessonledger.ops.config import require_home, seconds, sync_setting
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
-from lessonledger.ops.render import echo, print_json, timestamp
+from lessonledger.ops.render import add_read_only, echo, print_json, timestamp
 from lessonledger.projections.objects import NamedSnapshot
 from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.replica import (
     PullResult,
+    check_hub_address,
     prepare_clone,
     pull,
     push,
@@ -73,10 +74,12 @@ def _cmd_clone(args: argparse.Namespace) -> int:
             } if args.key else {}
     for path in keys.values():
         load_public(path)  # a missing or malformed key file is refused before anything
-    prepare_clone(args.url, args.dir, name, **keys)
+    check_hub_address(args.url)
     now = args.fold == "now"
-    with _exchange(args.url, args, replica_info(args.dir)) as exchange, \
+    # Connected before the directory is made: an address ZeroMQ refuses leaves nothing.
+    with _exchange(args.url, args, ReplicaInfo(args.url, name, **keys)) as exchange, \
             bar(f"clone {args.url}", quiet=args.json) as shown:
+        prepare_clone(args.url, args.dir, name, **keys)
         result = pull(args.dir, exchange, sync=sync_setting(), progress=shown.update,
                       fold=now)
     if now:
@@ -192,7 +195,7 @@ def _cmd_snapshots(args: argparse.Namespace) -> int:
 def _cmd_checkout(args: argparse.Namespace) -> int:
     require_home(args.home)
     into = args.into or Path(f"checkout-{args.snapshot[:16]}")
-    done = checkout(args.home, args.snapshot, into)
+    done = checkout(args.home, args.snapshot, into, read_only=args.read_only or None)
     if args.json:
         print_json(msgspec.to_builtins(done))
     else:
@@ -242,7 +245,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     pushing = sub.add_parser("push", help=(
         "send the commands waiting in this replica's outbox to the hub, then pull"))
     for p, run in ((cloning, _cmd_clone), (pulling, _cmd_pull), (pushing, _cmd_push)):
-        p.add_argument("--timeout", type=float, default=30.0,
+        p.add_argument("--timeout", type=seconds, default=30.0,
                        help="seconds to wait for the hub (default 30)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(run=run)
@@ -261,6 +264,7 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     out.add_argument("--into", type=Path, default=None,
                      help="the new home (default ./checkout-<id prefix>)")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_read_only(out)
     out.set_defaults(run=_cmd_checkout)
     listed = sub.add_parser("erasures", help=(
         "each erasure in the log and which replicas acknowledged applying it"))

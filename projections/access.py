@@ -48,6 +48,9 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
         write: the projects it may write to.
         admin: may erase and grant.
         granted_at: the position of the ``AccessGranted`` in force.
+        principal_since: the position from which the key has been this principal's
+            without a break (its first grant to them since it was another's, revoked
+            or erased); 0 in a view saved before this was kept.
     """
 
     key_name: str
@@ -57,6 +60,7 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
     write: frozenset[str]
     admin: bool
     granted_at: int
+    principal_since: int = 0
 
 
 class _Row(msgspec.Struct, kw_only=True):
@@ -67,6 +71,7 @@ class _Row(msgspec.Struct, kw_only=True):
     write: list[str]
     admin: bool
     granted_at: int
+    principal_since: int = 0
 
 
 class _State(msgspec.Struct, kw_only=True):
@@ -148,7 +153,9 @@ class AccessView(StateView[_State]):
             row = _Row(key_name=event.key_name, public_key=event.public_key,
                        principal=event.principal, read=sorted(set(event.read)),
                        write=sorted(set(event.write)), admin=event.admin,
-                       granted_at=envelope.position)
+                       granted_at=envelope.position,
+                       principal_since=old.principal_since if old is not None
+                       and old.principal == event.principal else envelope.position)
             self._s.grants[stream] = row
             self._s.revoked.pop(event.key_name, None)
             self._by_key[row.public_key] = _grant(row)
@@ -162,4 +169,4 @@ class AccessView(StateView[_State]):
 def _grant(row: _Row) -> Grant:
     return Grant(key_name=row.key_name, public_key=row.public_key, principal=row.principal,
                  read=frozenset(row.read), write=frozenset(row.write), admin=row.admin,
-                 granted_at=row.granted_at)
+                 granted_at=row.granted_at, principal_since=row.principal_since)

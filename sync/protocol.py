@@ -113,7 +113,12 @@ class Ack(_Message, frozen=True, tag="ack"):
 
 
 class Refs(_Message, frozen=True, tag="refs"):
-    """The hub's head, what it commits to, and its refs."""
+    """The hub's head, what it commits to, and its refs.
+
+    ``erased`` lists the positions whose bodies an erasure later than the hub's own log
+    took (the hub is a checkout of a snapshot older than that erasure): a replica that
+    still holds one deletes it, since no ``Erased`` record will ever tell it.
+    """
 
     head: int
     link: Hash
@@ -121,6 +126,7 @@ class Refs(_Message, frozen=True, tag="refs"):
     segments: int
     erasures: list[int]
     refs: dict[str, Hash]
+    erased: list[int] = []
 
 
 class Ids(_Message, frozen=True, tag="segment_ids"):
@@ -136,13 +142,17 @@ class Chunk(_Message, frozen=True, tag="chunk"):
     ``run`` is the envelopes as a segment id hashes them
     (:func:`~lessonledger.ledger.objects.join_envelopes`): a chunk of a whole segment is
     verified with one hash. ``withheld`` lists positions whose bodies the replica's key
-    may not read.
+    may not read (or that the hub itself was never sent); ``erased`` those the hub holds
+    no body of because an erasure later than its own log took it: a hub checked out from
+    a snapshot taken before that erasure (its ``erased_later``), where no ``Erased``
+    record in the log names them.
     """
 
     start: int
     run: bytes
     bodies: list[bytes]
     withheld: list[int] = []
+    erased: list[int] = []
 
     @property
     def envelopes(self) -> list[bytes]:

@@ -26,6 +26,7 @@ the hub.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from hashlib import sha256
@@ -35,6 +36,7 @@ from typing import NamedTuple
 import msgspec
 from lessonledger.commands.messages import decode_command
 from lessonledger.commands.recall import Recaller
+from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.compaction import compact
 from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
@@ -78,6 +80,7 @@ from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 __all__ = [
     "PullResult",
     "PushOutcome",
+    "check_hub_address",
     "fold_views",
     "prepare_clone",
     "pull",
@@ -148,7 +151,9 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     Raises:
         LedgerConfigError: ``directory`` holds something else (another hub's replica,
             a home, other files).
+        CredentialError: ``name`` looks like a credential.
     """
+    refuse_query(name=name)  # the hub records it with every erasure it acknowledges
     path = Path(directory)
     info = read_marker(path)
     if info is not None:
@@ -163,6 +168,25 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     path.mkdir(parents=True, exist_ok=True)
     write_marker(path, ReplicaInfo(hub=hub, name=name, key=key, hub_key=hub_key))
     (path / _LOG_MARKER).write_text("lessonledger home: LMDB files, do not edit by hand\n")
+
+
+_TCP = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[^\s:/*\[\]]+):([0-9]{1,5})")
+
+
+def check_hub_address(hub: str) -> None:
+    """Refuse a hub address ZeroMQ cannot connect to, before anything is written.
+
+    Raises:
+        LedgerConfigError: ``hub`` is not ``tcp://HOST:PORT`` (port 1 to 65535) or
+            ``ipc://PATH``.
+    """
+    tcp = _TCP.fullmatch(hub)
+    if (tcp is not None and 0 < int(tcp.group(1)) < 65536) or (
+            hub.startswith("ipc://") and len(hub) > len("ipc://") and hub.isprintable()):
+        return
+    msg = (f"{hub!r} is no hub address; give tcp://HOST:PORT (a port from 1 to 65535) "
+           "or ipc://PATH")
+    raise LedgerConfigError(msg)
 
 
 def _reply(frame: bytes, kind: type[Reply]) -> Reply:
@@ -196,6 +220,7 @@ class _Queued(NamedTuple):
     withheld: list[int]
     checked: bool
     bodies: int  # how many rows carry one
+    erased: list[int]
 
 
 class _Misfit(Exception):
@@ -261,13 +286,37 @@ class _Puller:
         self.queued: list[_Queued] = []
         self.queued_bytes = 0
         self.result = PullResult()
+        #: Bodies a later erasure took were deleted here (see :meth:`_forget`).
+        self.forgot = False
 
     def hello(self) -> bytes:
         return encode(Hello(self.name, self.head, self.link if self.head else b""))
 
     def on_refs(self, refs: Refs) -> bytes:
         self.refs = refs
+        self._forget([p for p in refs.erased if p <= self.head])
         return encode(SegmentIds(len(self.closed)))
+
+    def _forget(self, erased: list[int]) -> None:
+        """Delete the bodies the hub says a later erasure took, which this replica holds.
+
+        The hub is a checkout of a snapshot older than that erasure, so no ``Erased``
+        record will come: the views are folded afresh without the bodies, and the pull
+        ends with a compaction, as for an erasure.
+        """
+        if not erased:
+            return
+        with self.log.writing() as writing:
+            gone = writing.erase_bodies(erased)
+            self.state.remove_positions(writing.transaction, "withheld", erased)
+            self.state.add_positions(writing.transaction, "erased_later", erased)
+            if gone:  # their bytes stay in free pages until a compaction: it is due
+                self.state.add_positions(writing.transaction, "unswept", erased)
+        if gone:
+            self.forgot = True
+            started = time.perf_counter()
+            self.runner.rebuild(self.log)
+            self.fold_seconds += time.perf_counter() - started
 
     def on_ids(self, ids: Ids) -> list[bytes]:
         assert self.refs is not None
@@ -349,8 +398,14 @@ class _Puller:
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
+        sent_anyway = [p for p in chunk.withheld + chunk.erased
+                       if not chunk.start <= p <= last or rows[p - chunk.start][1] is not None]
+        if sent_anyway:
+            msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
+                   "withheld or erased, which is not a position of it without a body")
+            raise ProtocolError(msg)
         self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
-                                   count - chunk.bodies.count(b"")))
+                                   count - chunk.bodies.count(b""), chunk.erased))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
@@ -397,6 +452,10 @@ class _Puller:
                         detail=f"the chain link at position {last} differs"))
                 if queued.withheld:
                     self.state.add_positions(txn, "withheld", queued.withheld)
+                if queued.erased:
+                    # Taken at the hub by an erasure its log does not hold (the hub is a
+                    # checkout of a snapshot older than that erasure): verify calls it so.
+                    self.state.add_positions(txn, "erased_later", queued.erased)
                 withheld += len(queued.withheld)
                 fetched += len(envelopes)
                 bodies += queued.bodies
@@ -435,11 +494,13 @@ class _Puller:
         """
         started = time.perf_counter()
         if self.folds:
-            _save_folded(self.home, self.log, self.runner)
+            _save_folded(self.home, self.log, self.runner, fresh=self.forgot)
             self.fold_seconds += time.perf_counter() - started
             return self.runner.position
-        if self.erased:
-            fold_views(self.home)
+        if self.erased or self.forgot:
+            # Saved views of an earlier pull may hold what the bodies it forgot fed:
+            # made afresh, as the index is.
+            fold_views(self.home, fresh=self.forgot)
             self.fold_seconds += time.perf_counter() - started
         self.runner.save()  # the object view only: where the next pull starts
         return self.log.head()
@@ -484,29 +545,36 @@ def _names(command: bytes, what: str, subject: str) -> bool:
     return isinstance(fields, dict) and fields.get(what) == subject
 
 
-def fold_views(home: LMDBHome) -> int:
+def fold_views(home: LMDBHome, *, fresh: bool = False) -> int:
     """Fold the pulled records into every view and the vector index, and save them.
 
     Through the runner, without reacting: the hub's policies decided everything, and
     what they decided is in the records. After an erasure the views are folded afresh
     (the runner does that) and the index is built afresh, so neither keeps anything
-    derived from the erased bodies. Returns the position reached.
+    derived from the erased bodies; ``fresh`` does the same for bodies deleted with no
+    erasure record to fold (a restored hub's later erasures). Returns the position
+    reached.
     """
     log = EventLog(home, LOG_NAME)
     runner = Runner(registry(), ViewStore(home))
-    runner.fold(log)
-    _save_folded(home, log, runner)
+    if fresh:
+        runner.rebuild(log)
+    else:
+        runner.fold(log)
+    _save_folded(home, log, runner, fresh=fresh)
     return runner.position
 
 
-def _save_folded(home: LMDBHome, log: EventLog, runner: Runner) -> None:
+def _save_folded(home: LMDBHome, log: EventLog, runner: Runner, *,
+                 fresh: bool = False) -> None:
     """The vector index brought up to ``runner``'s lesson view; both saved.
 
-    After an erasure the runner folded (it refolds its views afresh), the index is
-    built afresh too, so neither keeps anything derived from the erased bodies.
+    After an erasure the runner folded (it refolds its views afresh), or with ``fresh``,
+    the index is built afresh too, so neither keeps anything derived from the erased
+    bodies.
     """
     recaller = Recaller(Path(home.path) / "vectors", log, lesson_view(runner),
-                        fresh=runner.erasures > 0)
+                        fresh=fresh or runner.erasures > 0)
     recaller.sync()
     runner.save()
     recaller.save()
@@ -567,14 +635,16 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
         result.fold_seconds = puller.fold_seconds
         with home.env.begin() as txn:
             pending = SyncState(home).positions(txn, "pending")
+            unswept = SyncState(home).positions(txn, "unswept")
     finally:
         release(home)
-    if pending:
+    if pending or unswept:
         try:
             compact(os.fspath(directory))
-        except HomeBusyError:
+        except HomeBusyError:  # the compaction, and what waits for it, wait for a pull
             result.pending = pending
-            pending = []
+            pending, unswept = [], []
+        _swept(directory, unswept, sync)
     for erasure in pending:
         _reply(exchange.call(encode(Ack(info.name, erasure))), Acked)
         _done_with(directory, erasure, sync)
@@ -582,6 +652,19 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
     result.received, result.sent = exchange.received, exchange.sent
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _swept(directory: str | os.PathLike[str], positions: list[int], sync: bool) -> None:
+    """Record that a compaction took the bytes of the bodies :meth:`_Puller._forget` took."""
+    if not positions:
+        return
+    home = acquire(os.fspath(directory), sync=sync)
+    try:
+        state = SyncState(home)
+        with home.env.begin(write=True) as txn:
+            state.remove_positions(txn, "unswept", positions)
+    finally:
+        release(home)
 
 
 def _done_with(directory: str | os.PathLike[str], erasure: int, sync: bool) -> None:

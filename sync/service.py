@@ -67,6 +67,7 @@ from lessonledger.sync.protocol import (
     decode_request,
     encode,
 )
+from lessonledger.sync.state import excused
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = ["BODY_BUDGET", "Readable", "SyncService"]
@@ -153,7 +154,7 @@ class SyncService:
         ids = view.segment_ids()
         return Refs(head=view.position, link=view.link, root=merkle_root(ids),
                     segments=len(ids), erasures=[e.position for e in view.erasures],
-                    refs=view.refs)
+                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]))
 
     def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None, *,
                budget: int = BODY_BUDGET) -> Reply:
@@ -166,11 +167,19 @@ class SyncService:
         stored, kept = self.ledger.log.stored(fetch.start, fetch.stop)
         bodies: list[bytes] = []
         withheld: list[int] = []
+        erased: list[int] = []
+        # A hub that is a checkout (or a partial replica's) lacks bodies no record of its
+        # log explains: they are passed on as what they are, so its replicas verify.
+        hub_withheld, hub_erased = excused(self.ledger.log.home)
         everything = self.may_read is _everything and grant is None
         tombstoned = view.is_tombstoned
         for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
                                                           fetch.start):
             sent = b""
+            if body is None and position in hub_erased:
+                erased.append(position)
+            elif body is None and position in hub_withheld:
+                withheld.append(position)
             if body is not None and not tombstoned(position):
                 if everything:
                     sent = body
@@ -189,7 +198,7 @@ class SyncService:
             budget -= len(sent)
             bodies.append(sent)
         envelopes = stored[:len(bodies)]
-        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld)
+        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld, erased)
 
     def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None
                     ) -> list[Chunk] | Refused:
@@ -250,6 +259,15 @@ class SyncService:
                 command = decode_command(line)
             except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:
                 results.append(PushResult("", refused=f"not a command: {e}"))
+                continue
+            if grant is not None and based_on < grant.principal_since:
+                # Made while the key was another principal's (or had no grant): written
+                # now, it would be the current principal's, and erasing the one whose
+                # content it is would leave it.
+                results.append(PushResult(command.key, refused=(
+                    f"this command was made (at position {based_on} of the replica) "
+                    f"before key {grant.key_name!r} was {grant.principal!r}'s (from "
+                    f"position {grant.principal_since}); it is not written as theirs")))
                 continue
             if grant is not None:
                 # The key's principal, never one the replica names: checked against the

@@ -15,6 +15,7 @@ the new home (``erased_later``), and ``verify`` reports them as erased, not as d
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,10 +24,17 @@ from pathlib import Path
 
 import msgspec
 from lessonledger.commands.ledger import Ledger
+from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.envelope import GENESIS, decode_envelope
 from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
-from lessonledger.ledger.lmdb_env import LMDBHome, acquire, opened_here, release
+from lessonledger.ledger.lmdb_env import (
+    LMDBHome,
+    acquire,
+    on_read_only_filesystem,
+    opened_here,
+    release,
+)
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, snapshot_id
@@ -36,7 +44,7 @@ from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, object_view, registry
 from lessonledger.sync.errors import SyncError, TamperedObjectError, UnknownSnapshotError
 from lessonledger.sync.replica import fold_views
-from lessonledger.sync.state import SyncState, read_marker
+from lessonledger.sync.state import SyncState, read_marker, stored_positions
 
 __all__ = [
     "CheckedOut",
@@ -154,44 +162,98 @@ def _verified(log: EventLog, snap: NamedSnapshot) -> None:
                                   detail="the log no longer hashes to it")
 
 
-def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[str]
-             ) -> CheckedOut:
+def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[str], *,
+             read_only: bool | None = None) -> CheckedOut:
     """Materialise ``home`` as it stood at snapshot ``which`` into the new home ``into``.
+
+    Not a byte of ``home`` is written. With ``read_only`` (by itself on a read-only
+    filesystem) it is opened without even a lock: for a backup no process writes to.
 
     Raises:
         UnknownSnapshotError: no snapshot is called or starts with ``which``.
         TamperedObjectError: the log no longer hashes to the snapshot.
-        LedgerConfigError: ``into`` exists and is not empty.
+        LedgerConfigError: ``into`` is a file, a directory that is not empty, or inside
+            ``home``.
     """
     target = Path(into)
+    if target.exists() and not target.is_dir():
+        msg = f"{target} is not a directory; check out into a new or empty directory"
+        raise LedgerConfigError(msg)
     if target.exists() and any(target.iterdir()):
         msg = f"{target} is not empty; check out into a new or empty directory"
         raise LedgerConfigError(msg)
-    with objects_of(home) as (source_home, log, view):
+    source = Path(home).resolve()
+    if target.resolve().is_relative_to(source):
+        # Inside the home it restores, a checkout would be part of that home's files:
+        # copied with it, and holding what a later erasure there must take.
+        msg = f"{target} is inside {home}; check out into a directory outside the home"
+        raise LedgerConfigError(msg)
+    if read_only is None:
+        read_only = on_read_only_filesystem(os.fspath(home))
+    with objects_of(home, read_only=read_only) as (source_home, log, view):
         snap = view.find(which)
         if snap is None:
             raise UnknownSnapshotError(which)
         _verified(log, snap)
         last = snap.snapshot.last
         tombstones = view.tombstones
-        state = SyncState(source_home)
-        with source_home.env.begin() as txn:
-            withheld = {p for p in state.positions(txn, "withheld") if p <= last}
-        target.mkdir(parents=True, exist_ok=True)
-        (target / "LESSONLEDGER").write_text(
-            "lessonledger home: LMDB files, do not edit by hand\n")
-        new = acquire(str(target))
+        withheld = {p for p in stored_positions(source_home, "withheld") if p <= last}
+        # The source may itself be a checkout, or a replica of one: what it lacks
+        # because an erasure later than its log took it stays excused here too.
+        inherited = {p for p in stored_positions(source_home, "erased_later") if p <= last}
+        # Built beside the target and renamed into place once whole: a checkout killed
+        # midway leaves no home that looks like the snapshot's (a prefix of the log
+        # verifies), and the next checkout clears what it left.
+        whole = target.resolve()
+        partial = _partial(whole)
         try:
-            copied, later = _copy(log, EventLog(new, LOG_NAME), last, tombstones)
-            erased_within = _erased_within(new)
-            new_state = SyncState(new)
-            with new.env.begin(write=True) as txn:
-                new_state.add_positions(txn, "erased_later", later - erased_within)
-                new_state.add_positions(txn, "withheld", withheld - later)
-            fold_views(new)
-        finally:
-            release(new)
-    return CheckedOut(snap.id.hex(), str(target), last, copied, len(later - erased_within))
+            copied, later_erased = _build(partial, home, target, log, last, tombstones,
+                                          withheld, inherited)
+            os.replace(partial, whole)  # over an empty directory too
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        fsync_path(whole.parent)
+        (whole / _PARTIAL_MARKER).unlink()
+    return CheckedOut(snap.id.hex(), str(target), last, copied, later_erased)
+
+
+def _build(partial: Path, home: str | os.PathLike[str], target: Path, log: EventLog,
+           last: int, tombstones: frozenset[int], withheld: set[int],
+           inherited: set[int]) -> tuple[int, int]:
+    """Write the checked-out home into ``partial``: (bodies copied, bodies erased later)."""
+    partial.mkdir(parents=True)
+    (partial / _PARTIAL_MARKER).write_text(f"a checkout of {home} into {target}\n")
+    (partial / "LESSONLEDGER").write_text("lessonledger home: LMDB files, do not edit by hand\n")
+    new = acquire(str(partial))
+    try:
+        copied, later = _copy(log, EventLog(new, LOG_NAME), last, tombstones)
+        erased_within = _erased_within(new)
+        new_state = SyncState(new)
+        with new.env.begin(write=True) as txn:
+            new_state.add_positions(txn, "erased_later", (later | inherited) - erased_within)
+            new_state.add_positions(txn, "withheld", withheld - later)
+        fold_views(new)
+    finally:
+        release(new)
+    fsync_path(partial)
+    return copied, len(later - erased_within)
+
+
+#: The file that marks a checkout under way in its partial directory.
+_PARTIAL_MARKER = "CHECKOUT-UNDER-WAY"
+
+
+def _partial(target: Path) -> Path:
+    """Where a checkout into ``target`` (resolved) is built: cleared if a killed one left it."""
+    partial = target.with_name(f".{target.name}.checkout-under-way")
+    if partial.exists():
+        if not (partial / _PARTIAL_MARKER).is_file():
+            msg = (f"{partial} is in the way of a checkout into {target}; move it "
+                   "elsewhere and retry")
+            raise LedgerConfigError(msg)
+        shutil.rmtree(partial)
+    return partial
 
 
 def _copy(source: EventLog, target: EventLog, last: int,

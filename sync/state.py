@@ -7,7 +7,9 @@
 - the ``sync`` tree, written in the same transaction as the records it is about:
   ``withheld`` (positions whose bodies the hub did not send: the key may not read them),
   ``erased_later`` (a checkout's: positions a later erasure took), ``pending`` (erasures
-  applied whose acknowledgement is not yet recorded at the hub) and the outbox
+  applied whose acknowledgement is not yet recorded at the hub), ``unswept`` (bodies a
+  restored hub said a later erasure took, deleted here but not yet compacted away) and
+  the outbox
   (``outbox/`` + sequence → based-on position and the command's JSON).
 """
 
@@ -30,6 +32,7 @@ __all__ = [
     "SyncState",
     "excused",
     "read_marker",
+    "stored_positions",
     "write_marker",
 ]
 
@@ -129,6 +132,16 @@ class SyncState:
         """Take answered (or erased) commands out of the outbox."""
         for key in keys:
             txn.delete(key, db=self._db)
+
+
+def stored_positions(home: LMDBHome, key: str) -> frozenset[int]:
+    """A stored list of positions of ``home``, read without creating the ``sync`` tree."""
+    db = home.db(SYNC_TREE, create=False)
+    if db is None:
+        return frozenset()
+    with home.env.begin() as txn:
+        raw = txn.get(key.encode(), db=db)
+    return frozenset(_positions.decode(raw)) if raw else frozenset()
 
 
 def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import msgspec
 import zmq
+from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.sync import wire
 from lessonledger.sync.errors import ProtocolError, UnreachableError
 from lessonledger.sync.exchange import DEFAULT_CREDIT
@@ -78,7 +79,14 @@ class ZmqExchange:
             (socket.curve_publickey, socket.curve_secretkey,
              socket.curve_serverkey) = self._curve
         monitor = socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-        socket.connect(self.url)
+        try:
+            socket.connect(self.url)
+        except zmq.ZMQError as e:
+            socket.disable_monitor()
+            monitor.close(0)
+            socket.close()
+            msg = f"cannot connect to {self.url!r} ({e.strerror}); give tcp://HOST:PORT"
+            raise LedgerConfigError(msg) from e
         return socket, monitor
 
     def _reopen(self) -> None:
