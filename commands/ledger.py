@@ -65,7 +65,7 @@ from lessonledger.commands.messages import (
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.read_side import ReadSide
 from lessonledger.commands.recall import Recaller
-from lessonledger.commands.receipts import Receipt, minted, minted_events
+from lessonledger.commands.receipts import MINTED_BY, Receipt, minted, minted_events
 from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
 from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
@@ -525,7 +525,8 @@ class Ledger(CommandVerbs, ReadSide):
         if not positions and key_owner(command):
             # Written before keys were scoped by principal: the principal's own, or
             # another's that no longer shares the key.
-            positions = _written_under(log, command_id(command.key))
+            parent = command_id(command.key)
+            positions = _written_under(log, parent)
             if positions and log.read(positions[0], limit=1)[0].envelope.principal != (
                     command.principal):
                 return None
@@ -540,7 +541,14 @@ class Ledger(CommandVerbs, ReadSide):
             return KeyReusedError(
                 command.key, f"a different command (its first event: {records[0].envelope.type}, "
                 f"position {positions[0]})")
-        return Receipt(positions, minted_events(events))
+        ids = minted_events(events)
+        for record in records:
+            name = MINTED_BY.get(record.envelope.type) if record.payload is None else None
+            if name is not None and name not in ids:
+                # Erased since: the id is the one its handler derived from the command's
+                # key (see handlers), so the retry still gets the original receipt.
+                ids[name] = derived_id(parent, name.removesuffix("_id"))
+        return Receipt(positions, ids)
 
     def erase(self, **fields: Any) -> Erasure:
         """Erase content for good; see :class:`Erase` and :mod:`.erasure` for what goes.

@@ -6,9 +6,16 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
-from lessonledger.ledger.events import MINTS_AN_ID, tag_of
+from lessonledger.ledger.events import EVENT_CLASSES, MINTS_AN_ID, tag_of
 
-__all__ = ["Receipt", "minted", "minted_events"]
+__all__ = ["MINTED_BY", "Receipt", "minted", "minted_events"]
+
+#: The id field each id-minting event carries, by tag (``outcome_id`` for an outcome).
+MINTED_BY: dict[str, str] = {
+    tag_of(cls): next(name for name in ("outcome_id", "lesson_id", "delta_id")
+                      if name in cls.__struct_fields__)
+    for cls in EVENT_CLASSES if tag_of(cls) in MINTS_AN_ID
+}
 
 
 class Receipt(msgspec.Struct, frozen=True):

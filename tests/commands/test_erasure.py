@@ -430,3 +430,25 @@ def test_erasing_an_outcome_takes_every_observation_of_its_id(ledger: Ledger) ->
     assert outcome_id not in ledger.view.outcomes
     assert not [r for r in ledger.log.scan() if r.payload is not None
                 and b"sighting" in r.payload]
+
+
+def test_a_retry_after_its_erasure_returns_the_original_receipt(ledger: Ledger) -> None:
+    """The ids a command minted are in its receipt on a retry too, its bodies erased."""
+    ops = [Operation(op=AVOID, target=ALICE_TARGET, ok=False, error="no conftest"),
+           Operation(op=PREFER, target=ALICE_TARGET, ok=True, order=1)]
+    outcome = {"key": "o1", "project": P1, "principal": "alice", "session": "gone",
+               "passed": True, "occurred_at": T0, "operations": ops}
+    observed = ledger.observe_outcome(**outcome)
+    lesson = {"key": "l1", "project": P1, "principal": "alice", "session": "gone",
+              "text": "Prefer pytest from the repository root", "kind": "prefer",
+              "avoid_op": AVOID, "prefer_op": PREFER, "target": BOB_TARGET,
+              "occurred_at": T0}
+    proposed = ledger.propose_lesson(**lesson)
+    assert set(observed.ids) == {"outcome_id"}
+    assert set(proposed.ids) == {"lesson_id"}
+    ledger.erase(key="e", what="session", subject="gone")
+    assert all(bodies(ledger)[p] is None for p in observed.positions + proposed.positions)
+    head = ledger.log.head()
+    assert ledger.observe_outcome(**outcome) == observed
+    assert ledger.propose_lesson(**lesson) == proposed
+    assert ledger.log.head() == head
