@@ -41,7 +41,7 @@ ones. Rows saved before that hold one per outcome (``o`` + n), read as irregular
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -118,6 +118,8 @@ _failure = msgspec.msgpack.Decoder(tuple[str, Failure])
 _numbered_failure = msgspec.msgpack.Decoder(tuple[int, Failure])
 _ordinal = msgspec.msgpack.Decoder(int)
 _texts = msgspec.msgpack.Decoder(list[str])
+
+T = TypeVar("T")
 _text = msgspec.msgpack.Decoder(str)
 
 
@@ -142,20 +144,23 @@ def header(state: State, failures: int, sessions: int,
                           state.observed, LAYOUT, failures, sessions, sorted(demoted)))
 
 
+def _joined(decoder: msgspec.msgpack.Decoder[list[T]],
+            rows: Iterable[tuple[bytes, bytes]]) -> list[T]:
+    """One list from chunk rows in key order, each row's value a piece of it."""
+    found: list[T] = []
+    for _, value in rows:
+        found.extend(decoder.decode(value))
+    return found
+
+
 def moves_of(rows: Iterable[tuple[bytes, bytes]]) -> list[Move]:
     """A lesson's moves, from its chunk rows in key order."""
-    found: list[Move] = []
-    for _, value in rows:
-        found.extend(_moves.decode(value))
-    return found
+    return _joined(_moves, rows)
 
 
 def ids_of(rows: Iterable[tuple[bytes, bytes]]) -> list[UUID]:
     """A lesson's evidence, from its chunk rows in key order."""
-    found: list[UUID] = []
-    for _, value in rows:
-        found.extend(_ids.decode(value))
-    return found
+    return _joined(_ids, rows)
 
 
 def read_header(value: bytes) -> Header:
@@ -185,10 +190,7 @@ def session_of(value: bytes) -> int:
 
 def recalled_of(rows: Iterable[tuple[bytes, bytes]]) -> list[str]:
     """The lessons recalled in a session, from its chunk rows in key order."""
-    found: list[str] = []
-    for _, value in rows:
-        found.extend(_texts.decode(value))
-    return found
+    return _joined(_texts, rows)
 
 
 def lesson(row: LessonRow) -> bytes:

@@ -156,25 +156,34 @@ class SyncService:
                     segments=len(ids), erasures=[e.position for e in view.erasures],
                     refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]))
 
-    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None, *,
-               budget: int = BODY_BUDGET) -> Reply:
+    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()
         if fetch.stop > view.position or fetch.stop < fetch.start \
                 or segment_of(fetch.start) != segment_of(fetch.stop):
             return Refused("range", (
                 f"positions {fetch.start}-{fetch.stop} are not within one segment of the "
                 f"hub's log (head {view.position})"))
-        stored, kept = self.ledger.log.stored(fetch.start, fetch.stop)
+        return self._chunk(fetch.start, fetch.stop, view, peer, grant, BODY_BUDGET,
+                           excused(self.ledger.log.home))
+
+    def _chunk(self, start: int, stop: int, view: ObjectView, peer: str,
+               grant: Grant | None, budget: int,
+               hub_excused: tuple[frozenset[int], frozenset[int]]) -> Chunk:
+        """Positions ``start`` to ``stop`` of one segment, bodies up to ``budget``.
+
+        A hub that is a checkout (or a partial replica's) lacks bodies no record of its
+        log explains (``hub_excused``: withheld, erased later): they are passed on as what
+        they are, so its replicas verify.
+        """
+        stored, kept = self.ledger.log.stored(start, stop)
         bodies: list[bytes] = []
         withheld: list[int] = []
         erased: list[int] = []
-        # A hub that is a checkout (or a partial replica's) lacks bodies no record of its
-        # log explains: they are passed on as what they are, so its replicas verify.
-        hub_withheld, hub_erased = excused(self.ledger.log.home)
+        hub_withheld, hub_erased = hub_excused
         everything = self.may_read is _everything and grant is None
         tombstoned = view.is_tombstoned
         for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
-                                                          fetch.start):
+                                                          start):
             sent = b""
             if body is None and position in hub_erased:
                 erased.append(position)
@@ -198,7 +207,7 @@ class SyncService:
             budget -= len(sent)
             bodies.append(sent)
         envelopes = stored[:len(bodies)]
-        return Chunk(fetch.start, join_envelopes(envelopes), bodies, withheld, erased)
+        return Chunk(start, join_envelopes(envelopes), bodies, withheld, erased)
 
     def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None
                     ) -> list[Chunk] | Refused:
@@ -217,10 +226,11 @@ class SyncService:
         chunks: list[Chunk] = []
         budget = BODY_BUDGET
         start = fetch.start
+        # Read once for the whole range, as the log was caught up once above.
+        hub_excused = excused(self.ledger.log.home)
         while start <= fetch.stop:
             stop = min((segment_of(start) + 1) * SEGMENT_SIZE, fetch.stop)
-            reply = self._fetch(Fetch(start, stop), peer, grant, budget=max(budget, 0))
-            assert isinstance(reply, Chunk), "a range within the log is never refused"
+            reply = self._chunk(start, stop, view, peer, grant, max(budget, 0), hub_excused)
             budget -= sum(map(len, reply.bodies))
             chunks.append(reply)
             start = stop + 1
