@@ -20,6 +20,7 @@ from lessonledger.ops import (
     export_commands,
     home_commands,
     hub_commands,
+    interrupts,
     lesson_commands,
     mcp_commands,
     metrics_commands,
@@ -100,7 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.home = args.home or default_home(demo=getattr(args, "demo", False))
     try:
-        return int(args.run(args))
+        with interrupts.noting():
+            code = int(args.run(args))
+            interrupts.check()  # a Ctrl-C some finalizer swallowed still counts
+        return code
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lessonledger.ops import interrupts
 from lessonledger.ops.config import open_log, seconds_or_zero
 from lessonledger.ops.lesson_commands import open_queries
 from lessonledger.ops.metrics import LedgerCollector, Verifier, serve
@@ -63,7 +64,7 @@ def _until_stopped() -> None:
     try:
         stop.wait()
     except KeyboardInterrupt:
-        pass
+        interrupts.handled()
     finally:
         signal.signal(signal.SIGTERM, previous)
 

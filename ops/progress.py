@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from lessonledger.ops import interrupts
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -40,6 +41,7 @@ class Bar:
 
     def update(self, done: int, total: int | None = None) -> None:
         """Set how much is done (and, when it is learned late, of how much)."""
+        interrupts.check()
         if self._progress is None or self._task is None:
             return
         if total is None:
@@ -49,6 +51,7 @@ class Bar:
 
     def advance(self, steps: int = 1) -> None:
         """Count ``steps`` more done."""
+        interrupts.check()
         if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, steps)
 
@@ -58,6 +61,7 @@ class Bar:
         For commands that already report each finished step as a line (the benches):
         the lines stay where scripts read them, and the bar keeps below them.
         """
+        interrupts.check()
         if self._progress is not None:
             self._progress.console.print(line, markup=False, highlight=False)
         else:
