@@ -21,14 +21,15 @@ Three kinds of process, each with its own sockets and its own GIL:
   access as the authority decided it, to an idle worker and forwards its answer.
 
 The front talks to the writer over two ``ipc://`` sockets in the query pool's private
-directory (mode 0700). The authority's grants are the writer's, sent with each batch
-that changed them and every :data:`GRANTS_EVERY`, and asked for at a handshake of a key
-the copy does not know: the front turns away a key without one, and the handshakes go
-by it. What the hub writes is decided by the key's grant as the writer's own
-transaction sees it (the views have folded every grant, revocation and erasure any
-process committed before it), and what a worker answers by the grant as it folds it for
-the query; so a revocation another process commits counts from the next request after
-it.
+directory (mode 0700). The authority's grants are a copy of the writer's, sent with each
+batch that changed them and every :data:`GRANTS_EVERY`: the front turns away a key
+without one at once. Everything else goes by the key's grant as it stands: each
+handshake asks the writer for the grants as the log holds them then; what the hub
+writes is decided by the key's grant as the writer's own transaction sees it (the views
+have folded every grant, revocation and erasure any process committed before it); a
+status or subscribe request of a key is answered once the writer found its grant in
+force; and what a worker answers goes by the grant as it folds it for the query. So a
+revocation another process commits counts from the next request or connection after it.
 
 A client that never reads its replies fills its own pipe: the reply is dropped and
 logged, nobody waits.
@@ -98,6 +99,9 @@ START_WAIT = 120.0
 STOP_WAIT = 30.0
 #: Seconds a handshake of an unknown key waits for the writer's grants.
 GRANTS_WAIT = 2.0
+#: Milliseconds the front's poll waits at most: a handshake's question for the writer
+#: waits for it.
+POLL_MS = 20
 #: Seconds between two looks at whether the writer is still there.
 CHECK_EVERY = 0.2
 
@@ -262,6 +266,8 @@ class Hub:
         self._seq = 0
         #: Work read in this burst, handed to the writer in one message after it.
         self._outgoing: list[Work] = []
+        #: Status and subscribe requests whose key's grant the writer is looking up.
+        self._checks: dict[int, wire.StatusRequest | wire.SubscribeRequest] = {}
         #: Requests each client has waiting at the writer.
         self._waiting: collections.Counter[str] = collections.Counter()
         self._per_client = max(1, int(config.queue_bound * PER_CLIENT))
@@ -275,6 +281,8 @@ class Hub:
         self._not_reading: set[bytes] = set()
         self._pub_endpoint = config.pub or pub_endpoint(config.bind)
         self._pruned = time.monotonic()
+        #: Set while the front's loop runs (it passes a handshake's question on).
+        self._serving = False
         self.head = 0
 
     # -- lifetime ------------------------------------------------------------------------
@@ -301,26 +309,16 @@ class Hub:
         router.setsockopt(zmq.MAXMSGSIZE, 2 * wire.MAX_FRAME_BYTES)
         auth: Authenticator | None = None
         if self.config.server_secret:
-            # ZAP is per context: the handler asks the authority at every handshake, so
-            # a key without a grant never gets a message through.
-            # A key granted by another process since the last refresh gets in at once.
-            auth = start_authenticator(ctx, self.authority.allowed,
-                                       on_refused=lambda _key: self.stats.refused("key"),
-                                       refresh=self._refresh_grants)
+            # ZAP is per context: the handler asks at every handshake, and the answer is
+            # the writer's grants as they stand then (it folds what others wrote first),
+            # so a key granted or revoked by another process a moment ago is let in or
+            # kept out at once, not after the next refresh.
+            auth = start_authenticator(ctx, self._allowed_now,
+                                       on_refused=lambda _key: self.stats.refused("key"))
             for sock in (router, pub):
                 sock.curve_secretkey = self.config.server_secret
                 sock.curve_publickey = self.config.server_public
                 sock.curve_server = True
-        try:
-            router.bind(self.config.bind)
-            pub.bind(self._pub_endpoint)
-        except zmq.ZMQError as e:
-            for sock in (router, pub):
-                sock.close(0)
-            if auth is not None:
-                auth.stop()
-            msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
-            raise LedgerConfigError(msg) from e
         pool: QueryPool | None = None
         try:
             pool = QueryPool(self.config.home,
@@ -331,6 +329,15 @@ class Hub:
             pool.start()
             warm_up()  # the front screens every command for credentials: not on the first
             self._await_writer(pub)
+            # Bound once the writer is ready: a client that connected earlier would have
+            # timed out and resent meanwhile, and its first request be answered to a
+            # socket it had closed.
+            try:
+                router.bind(self.config.bind)
+                pub.bind(self._pub_endpoint)
+            except zmq.ZMQError as e:
+                msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
+                raise LedgerConfigError(msg) from e
             log.info("hub serving %s on %s (heads on %s, principals: %s)",
                      self.config.home, self.config.bind, self._pub_endpoint,
                      self.authority.mode)
@@ -386,6 +393,7 @@ class Hub:
         poller.register(pool.socket, zmq.POLLIN)
         answer = lambda identity, data: self._send(router, identity, data)  # noqa: E731
         quiet = False
+        self._serving = True
         while True:
             if self._stopping.is_set():
                 # Stopping ends once the writer and the workers are done and a whole poll
@@ -396,7 +404,7 @@ class Hub:
             if self._want_grants.is_set():
                 self._want_grants.clear()
                 writer.work.send_multipart([GRANTS])
-            events = dict(poller.poll(100))
+            events = dict(poller.poll(POLL_MS))
             quiet = not events
             if time.monotonic() - self._pruned > CLIENT_WINDOW:
                 self._prune()
@@ -457,14 +465,25 @@ class Hub:
             self.stats.batch(*report.batch)
         for name in report.refused:
             self.stats.refused(name)
+        answered: dict[int, tuple[str, bytes, int]] = {}
         for seq in report.taken:
             taken = self._inflight.pop(seq, None)
             if taken is not None:
+                answered[seq] = taken
                 client = taken[0]
                 self._waiting[client] -= 1
                 if self._waiting[client] <= 0:
                     del self._waiting[client]
-        if router is not None:
+        if router is not None and report.kind == "checked":
+            for seq, i in zip(report.taken, range(1, len(parts), 2), strict=True):
+                asked, entry = self._checks.pop(seq, None), answered.get(seq)
+                if asked is None or entry is None:
+                    continue
+                if parts[i + 1]:
+                    self._send(router, parts[i], parts[i + 1])  # the refusal
+                else:
+                    self._answer(router, parts[i], entry[2], asked)
+        elif router is not None:
             for i in range(1, len(parts), 2):
                 self._send(router, parts[i], parts[i + 1])
         if report.head >= 0:
@@ -473,14 +492,19 @@ class Hub:
             if moved and report.kind == "batch":
                 pub.send_multipart([b"head", self.head.to_bytes(8, "big")])
 
+    def _allowed_now(self, key: bytes) -> bool:
+        """Whether a CURVE client key has a grant as the log stands (the ZAP thread asks)."""
+        self._refresh_grants()
+        return self.authority.allowed(key)
+
     def _refresh_grants(self) -> None:
-        """Take the grants in force now (a handshake of a key the copy does not know).
+        """Take the grants in force now (a handshake: see :meth:`_allowed_now`).
 
         Called on the ZAP thread: the front asks the writer, which folds what others
         wrote first, and this waits for the answer (:data:`GRANTS_WAIT` at most).
         """
-        if self._writer is None or self._stopping.is_set():
-            return
+        if not self._serving or self._stopping.is_set():
+            return  # nobody would pass the question on: the copy it is
         self._grants_came.clear()
         self._want_grants.set()
         self._grants_came.wait(GRANTS_WAIT)
@@ -540,12 +564,16 @@ class Hub:
         body: msgspec.Struct = wire.decode_body(frame)
         self.stats.request(f"query:{body.query}" if isinstance(body, wire.QueryRequest)
                            else frame.kind)
-        if isinstance(body, wire.StatusRequest):
-            self._send(router, identity, _reply(self.status(), frame.id))
-            return
-        if isinstance(body, wire.SubscribeRequest):
-            self._send(router, identity, _reply(wire.Subscribed(self._pub_endpoint, self.head),
-                                                frame.id))
+        if isinstance(body, wire.StatusRequest | wire.SubscribeRequest):
+            writer = self._writer
+            if access.key and writer is not None and not writer.stop_sent:
+                # By the key's grant as it stands (the writer looks it up), not by the
+                # copy: answered in _answer_checked.
+                self._seq += 1
+                self._checks[self._seq] = body
+                self._queue(router, Work(self._seq, identity, frame.id, "check", access, []))
+            else:
+                self._answer(router, identity, frame.id, body)
             return
         if self._stopping.is_set():
             self._busy(router, identity, frame.id, "the hub is shutting down")
@@ -556,19 +584,34 @@ class Hub:
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
         self._seq += 1
-        work = _work(self._seq, identity, frame.id, access, body)
+        self._queue(router, _work(self._seq, identity, frame.id, access, body))
+
+    def _queue(self, router: zmq.Socket[Any], work: Work) -> None:
+        """Hand ``work`` to the writer with this burst, or answer ``busy``."""
+        identity, request = work.identity, work.request
         client = _client(work)
         mine = self._waiting[client]
         if mine >= self._per_client:
-            self._busy(router, identity, frame.id,
+            self._checks.pop(work.seq, None)
+            self._busy(router, identity, request,
                        f"this client has {mine} requests waiting at the hub already")
             return
         if len(self._inflight) >= self.config.queue_bound:
-            self._busy(router, identity, frame.id, "the hub's queue is full")
+            self._checks.pop(work.seq, None)
+            self._busy(router, identity, request, "the hub's queue is full")
             return
         self._waiting[client] = mine + 1
-        self._inflight[work.seq] = (client, identity, frame.id)
+        self._inflight[work.seq] = (client, identity, request)
         self._outgoing.append(work)
+
+    def _answer(self, router: zmq.Socket[Any], identity: bytes, request: int,
+                body: wire.StatusRequest | wire.SubscribeRequest) -> None:
+        """Answer a status or subscribe request (its key's grant was found in force)."""
+        if isinstance(body, wire.StatusRequest):
+            self._send(router, identity, _reply(self.status(), request))
+        else:
+            self._send(router, identity, _reply(wire.Subscribed(self._pub_endpoint, self.head),
+                                                request))
 
     def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
         self.stats.busy()

@@ -77,7 +77,8 @@ class Work(msgspec.Struct, frozen=True, array_like=True):
     """One request the front checked: its sequence number, sender, id, kind and items.
 
     ``items`` are msgpack: the checked commands (``command``, ``batch``), the erasure,
-    the parsed submission, or the sync frame's bytes.
+    the parsed submission, or the sync frame's bytes; none for a ``check`` (a status
+    or subscribe request whose key's grant the writer looks up).
     """
 
     seq: int
@@ -92,8 +93,9 @@ class Report(msgspec.Struct, array_like=True):
     """What the writer tells the front; the replies follow it in the same message.
 
     Attributes:
-        kind: ``ready``, ``batch``, ``sync`` (replies sent at once), ``grants`` (changed,
-            or ``asked`` for), ``asked`` or ``done``.
+        kind: ``ready``, ``batch``, ``sync`` (replies sent at once), ``checked`` (a
+            status or subscribe request's grant: the reply is empty if in force, else
+            the refusal), ``grants`` (they changed), ``asked`` (asked for) or ``done``.
         head: the head after it; -1 when it did not move.
         taken: the :attr:`Work.seq` of every request the batch took, answered.
         batch: requests, events and seconds of a group commit.
@@ -304,6 +306,10 @@ class Writer:
         # Batches (all or none), erasures and sync's requests (a push decides each of its
         # commands; an ack records one event) run in transactions of their own.
         for work in others:
+            if work.kind == "check":
+                self._report(Report("checked", taken=[work.seq]),
+                             [work.identity, self._check(work, refused)])
+                continue
             if work.kind == "sync":
                 # Sent at once: a sync reply waits for no commit of the group (a push or an
                 # ack committed its own), and a replica keeps several fetches in flight,
@@ -326,6 +332,23 @@ class Writer:
                             taken=[work.seq for work in group],
                             batch=(len(group), self.head - before, seconds),
                             refused=refused, grants=grants), replies)
+
+    def _check(self, work: Work, refused: list[str]) -> bytes:
+        """Empty if the key still has a grant after folding what any process wrote.
+
+        A status or subscribe request of a key goes by its grant as it stands, as a
+        write does, not by the front's copy of the grants: the front answers it once
+        this is empty, and sends this refusal otherwise.
+        """
+        try:
+            self.ledger.catch_up()
+            _current(self.ledger, work.access)
+            return b""
+        except LessonLedgerError as e:
+            refused.append(type(e).__name__)
+            log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
+                     type(e).__name__)
+            return _reply(wire.refusal(e), work.request)
 
     def _alone(self, work: Work, refused: list[str]) -> bytes:
         ledger = self.ledger
