@@ -206,13 +206,30 @@ class _WriterLink:
         self.stop_sent = False
         self._checked = time.monotonic()
 
-    def send(self, works: list[Work]) -> None:
-        self.work.send_multipart([WORK, _encoder.encode(works)])
+    def send(self, *parts: bytes) -> bool:
+        """Send one message to the writer; False if it is not there to take it.
+
+        Never blocking: a PUSH with no peer (the writer died) would wait forever, and
+        the front with it.
+        """
+        try:
+            self.work.send_multipart(list(parts), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False
+        return True
 
     def stop(self) -> None:
         if not self.stop_sent and self.proc.poll() is None:
             self.stop_sent = True
-            self.work.send_multipart([STOP])
+            self.send(STOP)
+
+    def gone(self) -> int:
+        """The exit code of a writer that took no more work (waited for a moment)."""
+        try:
+            return self.proc.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # it is there but not taking work: it is no writer
+            return self.proc.wait()
 
     def exited(self, *, now: bool = False) -> int | None:
         """The writer's exit code once it is gone (looked at every CHECK_EVERY)."""
@@ -403,7 +420,7 @@ class Hub:
                     return
             if self._want_grants.is_set():
                 self._want_grants.clear()
-                writer.work.send_multipart([GRANTS])
+                writer.send(GRANTS)
             events = dict(poller.poll(POLL_MS))
             quiet = not events
             if time.monotonic() - self._pruned > CLIENT_WINDOW:
@@ -421,8 +438,10 @@ class Hub:
                         break
                     self._take(router, parts)
                 if self._outgoing:
-                    writer.send(self._outgoing)
+                    sent = writer.send(WORK, _encoder.encode(self._outgoing))
                     self._outgoing = []
+                    if not sent:
+                        self._writer_died(router, pub, writer.gone())
             if not writer.done:
                 code = writer.exited()
                 if code is not None:
