@@ -7,8 +7,8 @@ which apply :mod:`lessonledger.commands.authorization` to the connection's grant
 
 - :class:`GrantAuthority` (a hub with CURVE keys): the connection is the key libzmq
   authenticated (its ZAP User-Id), and its principal and rights are that key's current
-  ``AccessGranted`` grant. The hub refreshes these grants after every commit and every
-  half second, for its front and its handshakes; what it writes and answers is decided
+  ``AccessGranted`` grant. The hub refreshes these grants after every commit, every
+  half second and at each handshake (asking its writer); what it writes and answers is decided
   by the key's grant as it stands at that moment (:func:`in_force`, given the grant
   the writer's transaction or the query worker's fold found), so a grant, a
   revocation or an erasure any process committed counts from the next request, even

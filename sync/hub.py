@@ -1,84 +1,89 @@
 """The hub: one home's single writer, serving agents anywhere over ZeroMQ.
 
-Three threads, each with its own sockets (ZeroMQ sockets are not thread-safe):
+Three kinds of process, each with its own sockets and its own GIL:
 
-- the **front** (the thread that calls :meth:`Hub.run`) owns the ROUTER that clients
-  talk to and the PUB that announces heads. It checks each frame (:mod:`.wire`), asks
-  the :class:`~lessonledger.sync.authority.Authority` who sent it, and queues the work;
-  a full queue is answered at once with ``busy``, never dropped. It sends every reply.
-- the **writer** owns the :class:`~lessonledger.commands.ledger.Ledger`. It decides each
-  command as it arrives, up to :attr:`HubConfig.max_batch`, in one durable transaction
-  (:meth:`Ledger.execute_gathered`); each client is answered only after that commit.
-- the **query workers** are processes of their own (:mod:`.query_pool`), each answering
-  queries from its own :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB
-  snapshots and never waits for the writer's commit; in their own processes they never
-  wait for the writer's GIL either. The front hands each query, with the connection's
+- the **front** (the process, and thread, that calls :meth:`Hub.run`) owns the ROUTER
+  that clients talk to and the PUB that announces heads. It checks each frame
+  (:mod:`.wire`), asks the :class:`~lessonledger.sync.authority.Authority` who sent it,
+  decodes and screens each command as ``execute`` would, and hands the checked work to
+  the writer, one message per burst it read; a full queue is answered at once with
+  ``busy``, never dropped. It sends every reply.
+- the **writer** (:mod:`.hub_writer`) owns the
+  :class:`~lessonledger.commands.ledger.Ledger`. It decides each command as it arrives,
+  up to :attr:`HubConfig.max_batch`, in one durable transaction
+  (:meth:`Ledger.execute_gathered`), and reports the batch's replies to the front in
+  one message after that commit: each client is answered only after it. In a process of
+  its own, its GIL does only deciding, folding and committing; on a thread of the
+  front's process it waited for the GIL the front held for a third of its time or more.
+- the **query workers** (:mod:`.query_pool`) answer queries from their own
+  :class:`~lessonledger.commands.read_side.Reader`, which reads LMDB snapshots and never
+  waits for the writer's commit. The front hands each query, with the connection's
   access as the authority decided it, to an idle worker and forwards its answer.
 
-The authority's grants are a copy, refreshed after each commit and every
-:data:`GRANTS_EVERY`: the front turns away a key without one, and the handshakes go by
-it. What the hub writes is decided by the key's grant as the writer's own transaction
-sees it (the views have folded every grant, revocation and erasure any process committed
-before it), and what a worker answers by the grant as it folds it for the query; so a
-revocation another process commits counts from the next request after it.
+The front talks to the writer over two ``ipc://`` sockets in the query pool's private
+directory (mode 0700). The authority's grants are a copy of the writer's, sent with each
+batch that changed them and every :data:`GRANTS_EVERY`: the front turns away a key
+without one at once. Everything else goes by the key's grant as it stands: each
+handshake asks the writer for the grants as the log holds them then; what the hub
+writes is decided by the key's grant as the writer's own transaction sees it (the views
+have folded every grant, revocation and erasure any process committed before it); a
+status or subscribe request of a key is answered once the writer found its grant in
+force; and what a worker answers goes by the grant as it folds it for the query. So a
+revocation another process commits counts from the next request or connection after it.
 
-The writer hands the front its replies over an inproc PUSH socket. A client that never
-reads its replies fills its own pipe: the reply is dropped and logged, nobody waits.
+A client that never reads its replies fills its own pipe: the reply is dropped and
+logged, nobody waits.
 
-SIGTERM (:meth:`Hub.stop`) drains: new work is answered ``busy``, what is queued is
-committed and answered, the workers are stopped, then :meth:`Hub.run` returns. A worker
-whose hub is gone (SIGKILL) exits on its own.
+SIGTERM (:meth:`Hub.stop`) drains: new work is answered ``busy``, the writer commits and
+reports what it was sent and exits, the workers are stopped, then :meth:`Hub.run`
+returns. A writer or worker whose front is gone (SIGKILL) exits on its own; a front
+whose writer died answers what it had queued ``busy`` and stops with an error.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import logging
-import queue
-import struct
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
-from uuid import UUID
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import zmq
 from lessonledger.commands.access import AccessCommand, GrantAccess
-from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
-from lessonledger.commands.ledger import Ledger
+from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.commands.messages import (
     AnyCommand,
     Erase,
     checked_command,
 )
-from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
-from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.secrets import warm_up
-from lessonledger.ledger.submission import Submission, parse_submission
+from lessonledger.ledger.submission import parse_submission
+from lessonledger.projections.access import Grant
 from lessonledger.sync import wire
 from lessonledger.sync.authenticator import Authenticator, client_key, start_authenticator
 from lessonledger.sync.authority import (
     Access,
     Authority,
-    authorize_command,
-    authorize_event,
     bound_to_caller,
-    in_force,
     no_grant,
-    require_admin,
     require_own_principal,
 )
-from lessonledger.sync.protocol import SyncFrame, SyncReplyFrame
+from lessonledger.sync.hub_writer import GRANTS, GRANTS_EVERY, STOP, WORK, Report, Work
+from lessonledger.sync.protocol import SyncFrame
 from lessonledger.sync.query_pool import PER_CLIENT, QueryPool, default_workers
-from lessonledger.sync.service import SyncService
 from lessonledger.sync.stats import HubStats
 
-__all__ = ["DEFAULT_BIND", "Hub", "HubConfig", "is_loopback", "pub_endpoint"]
+__all__ = ["DEFAULT_BIND", "GRANTS_EVERY", "Hub", "HubConfig", "is_loopback", "pub_endpoint"]
 
 log = logging.getLogger("lessonledger.hub")
 
@@ -86,20 +91,25 @@ log = logging.getLogger("lessonledger.hub")
 DEFAULT_BIND = "tcp://127.0.0.1:7650"
 #: Milliseconds a client is told to wait before retrying a busy hub.
 RETRY_AFTER_MS = 20
-#: Seconds between two refreshes of the grants the front and the handshakes go by (what
-#: the hub writes and answers goes by the grant in force then, not by these).
-GRANTS_EVERY = 0.5
 #: A client is counted as connected while it sent something within this many seconds.
 CLIENT_WINDOW = 60.0
-
-#: The writer's replies to the front: one message a batch, ``[head, identity, reply, …]``
-#: (head empty when it did not move): one send and one receive for the whole batch, not
-#: two per request, on the writer's path and the front's.
-_OUTBOX = "inproc://lessonledger-hub-outbox"
-_head = struct.Struct(">Q")
+#: Seconds the writer has to open the home and report ready.
+START_WAIT = 120.0
+#: Seconds a drained writer has to exit before it is killed.
+STOP_WAIT = 30.0
+#: Seconds a handshake of an unknown key waits for the writer's grants.
+GRANTS_WAIT = 2.0
+#: Milliseconds the front's poll waits at most: a handshake's question for the writer
+#: waits for it.
+POLL_MS = 20
+#: Seconds between two looks at whether the writer is still there.
+CHECK_EVERY = 0.2
 
 _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
 _erase = msgspec.msgpack.Decoder(Erase)
+_report = msgspec.msgpack.Decoder(Report)
+_grants = msgspec.msgpack.Decoder(list[Grant])
+_encoder = msgspec.msgpack.Encoder()
 
 
 def is_loopback(endpoint: str) -> bool:
@@ -155,19 +165,8 @@ class HubConfig:
     server_public: bytes = b""
 
 
-@dataclass
-class _Work:
-    """One queued request: who sent it, its id, what it asks, and the sender's access."""
-
-    identity: bytes
-    request: int
-    kind: Literal["command", "batch", "erase", "submit", "sync"]
-    access: Access
-    items: list[Any] = field(default_factory=list)
-
-
 class _Refusal(Exception):
-    """A request refused before it was queued (front) or decided (writer)."""
+    """A request refused before it was queued."""
 
     def __init__(self, error: LessonLedgerError) -> None:
         super().__init__(str(error))
@@ -178,12 +177,79 @@ def _reply(body: msgspec.Struct, request: int) -> bytes:
     return wire.encode_frame(body, request)
 
 
-def _receipted(receipt: Receipt) -> wire.Receipted:
-    return wire.Receipted(receipt.positions, receipt.ids)
-
-
 def _refused(error: LessonLedgerError) -> wire.Refused:
     return wire.refusal(error)
+
+
+class _WriterLink:
+    """The front's end of the writer: its process and the two sockets to it."""
+
+    def __init__(self, config: HubConfig, context: zmq.Context[Any], directory: str) -> None:
+        self.work: zmq.Socket[Any] = context.socket(zmq.PUSH)
+        self.reports: zmq.Socket[Any] = context.socket(zmq.PULL)
+        # Unbounded: the queue bound bounds what is sent, and a send that blocked would
+        # stall the front.
+        self.work.setsockopt(zmq.SNDHWM, 0)
+        self.reports.setsockopt(zmq.RCVHWM, 0)
+        for sock in (self.work, self.reports):
+            sock.setsockopt(zmq.LINGER, 0)
+        endpoints = {"work": f"ipc://{directory}/work", "reports": f"ipc://{directory}/reports"}
+        self.work.bind(endpoints["work"])
+        self.reports.bind(endpoints["reports"])
+        args = {"home": config.home, "sync": config.sync, "max_batch": config.max_batch,
+                "commit_delay": config.commit_delay, "parent": os.getpid(),
+                "log_level": log.getEffectiveLevel(), **endpoints}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lessonledger.sync.hub_writer", json.dumps(args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.done = False
+        self.stop_sent = False
+        self._checked = time.monotonic()
+
+    def send(self, *parts: bytes) -> bool:
+        """Send one message to the writer; False if it is not there to take it.
+
+        Never blocking: a PUSH with no peer (the writer died) would wait forever, and
+        the front with it.
+        """
+        try:
+            self.work.send_multipart(list(parts), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if not self.stop_sent and self.proc.poll() is None:
+            self.stop_sent = True
+            self.send(STOP)
+
+    def gone(self) -> int:
+        """The exit code of a writer that took no more work (waited for a moment)."""
+        try:
+            return self.proc.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # it is there but not taking work: it is no writer
+            return self.proc.wait()
+
+    def exited(self, *, now: bool = False) -> int | None:
+        """The writer's exit code once it is gone (looked at every CHECK_EVERY)."""
+        t = time.monotonic()
+        if not now and t - self._checked < CHECK_EVERY:
+            return None
+        self._checked = t
+        return self.proc.poll()
+
+    def close(self) -> None:
+        """Wait for the writer to exit (kill it if it does not), close the sockets."""
+        self.stop()
+        try:
+            self.proc.wait(STOP_WAIT if self.done or self.stop_sent else 0.1)
+        except subprocess.TimeoutExpired:
+            log.warning("the hub's writer did not stop; killing it")
+            self.proc.kill()
+            self.proc.wait()
+        self.work.close()
+        self.reports.close()
 
 
 class Hub:
@@ -211,28 +277,30 @@ class Hub:
         self._own_context = context is None
         self._context = context or zmq.Context()
         self._on_bound = on_bound
-        self._work: queue.Queue[_Work] = queue.Queue(config.queue_bound)
-        #: Requests each client has waiting in ``_work`` (front adds, writer takes off).
+        #: Requests handed to the writer and not yet answered: seq → (client, identity,
+        #: request id). Its size is the queue's depth.
+        self._inflight: dict[int, tuple[str, bytes, int]] = {}
+        self._seq = 0
+        #: Work read in this burst, handed to the writer in one message after it.
+        self._outgoing: list[Work] = []
+        #: Status and subscribe requests whose key's grant the writer is looking up.
+        self._checks: dict[int, wire.StatusRequest | wire.SubscribeRequest] = {}
+        #: Requests each client has waiting at the writer.
         self._waiting: collections.Counter[str] = collections.Counter()
-        self._waiting_lock = threading.Lock()
         self._per_client = max(1, int(config.queue_bound * PER_CLIENT))
         self._pool: QueryPool | None = None
+        self._writer: _WriterLink | None = None
         self._stopping = threading.Event()
-        #: Set once the front queues nothing more: the threads may then finish.
-        self._front_done = threading.Event()
-        self._ready = threading.Barrier(2)
+        #: A handshake (the ZAP thread) wants the writer's grants; set once they came.
+        self._want_grants = threading.Event()
+        self._grants_came = threading.Event()
         self._clients: dict[bytes, float] = {}
         self._not_reading: set[bytes] = set()
         self._pub_endpoint = config.pub or pub_endpoint(config.bind)
-        self._last_clients = 1
         self._pruned = time.monotonic()
+        #: Set while the front's loop runs (it passes a handshake's question on).
+        self._serving = False
         self.head = 0
-        #: Sync's requests (clone, pull, push, erasure acks), answered by the writer.
-        self._sync: SyncService | None = None
-        #: The writer's ledger while it is open, for the ZAP handler's refreshes; the
-        #: lock keeps refreshes in order, so older grants never replace newer ones.
-        self._grants_ledger: Ledger | None = None
-        self._grants_lock = threading.Lock()
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -244,14 +312,13 @@ class Hub:
         """Serve until :meth:`stop`; return once everything queued is committed and answered.
 
         Raises:
-            LedgerConfigError: the endpoint cannot be bound (in use, malformed).
+            LedgerConfigError: the endpoint cannot be bound (in use, malformed), or the
+                writer could not open the home or died.
         """
         ctx = self._context
-        outbox = ctx.socket(zmq.PULL)
-        outbox.bind(_OUTBOX + f"-{id(self)}")
         router = ctx.socket(zmq.ROUTER)
         pub = ctx.socket(zmq.PUB)
-        for sock in (router, pub, outbox):
+        for sock in (router, pub):
             sock.setsockopt(zmq.LINGER, 1000)
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         # libzmq drops (and disconnects) anything far over our limit before we see it;
@@ -259,106 +326,110 @@ class Hub:
         router.setsockopt(zmq.MAXMSGSIZE, 2 * wire.MAX_FRAME_BYTES)
         auth: Authenticator | None = None
         if self.config.server_secret:
-            # ZAP is per context: the handler asks the authority at every handshake, so
-            # a key without a grant never gets a message through.
-            # A key granted by another process since the last refresh gets in at once.
-            auth = start_authenticator(ctx, self.authority.allowed,
-                                       on_refused=lambda _key: self.stats.refused("key"),
-                                       refresh=self._refresh_grants)
+            # ZAP is per context: the handler asks at every handshake, and the answer is
+            # the writer's grants as they stand then (it folds what others wrote first),
+            # so a key granted or revoked by another process a moment ago is let in or
+            # kept out at once, not after the next refresh.
+            auth = start_authenticator(ctx, self._allowed_now,
+                                       on_refused=lambda _key: self.stats.refused("key"))
             for sock in (router, pub):
                 sock.curve_secretkey = self.config.server_secret
                 sock.curve_publickey = self.config.server_public
                 sock.curve_server = True
-        try:
-            router.bind(self.config.bind)
-            pub.bind(self._pub_endpoint)
-        except zmq.ZMQError as e:
-            for sock in (router, pub, outbox):
-                sock.close(0)
-            if auth is not None:
-                auth.stop()
-            msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
-            raise LedgerConfigError(msg) from e
-        failure: list[BaseException] = []
+        pool: QueryPool | None = None
         try:
             pool = QueryPool(self.config.home,
                              self.config.query_workers or default_workers(),
                              self.config.query_bound, ctx, self.stats)
-        except BaseException:
-            for sock in (router, pub, outbox):
-                sock.close(0)
-            if auth is not None:
-                auth.stop()
-            raise
-        self._pool = pool
-        writer = threading.Thread(target=self._guard(self._write, failure), name="hub-writer")
-        writer.start()
-        try:
+            self._pool = pool
+            self._writer = _WriterLink(self.config, ctx, pool.directory)
             pool.start()
             warm_up()  # the front screens every command for credentials: not on the first
-            self._ready.wait(timeout=120)
+            self._await_writer(pub)
+            # Bound once the writer is ready: a client that connected earlier would have
+            # timed out and resent meanwhile, and its first request be answered to a
+            # socket it had closed.
+            try:
+                router.bind(self.config.bind)
+                pub.bind(self._pub_endpoint)
+            except zmq.ZMQError as e:
+                msg = f"cannot listen on {self.config.bind} / {self._pub_endpoint}: {e}"
+                raise LedgerConfigError(msg) from e
             log.info("hub serving %s on %s (heads on %s, principals: %s)",
                      self.config.home, self.config.bind, self._pub_endpoint,
                      self.authority.mode)
             if self._on_bound is not None:
                 self._on_bound()
-            self._serve(router, pub, outbox, failure)
+            self._serve(router, pub)
         finally:
             self._stopping.set()
-            self._front_done.set()
-            writer.join()
-            pool.close()
-            self._forward(router, pub, outbox, block=False)
-            for sock in (router, pub, outbox):
+            if self._writer is not None:
+                self._writer.close()
+            if pool is not None:
+                pool.close()
+            for sock in (router, pub):
                 sock.close()
             if auth is not None:
                 auth.stop()
             if self._own_context:
                 self._context.term()
-        if failure:
-            raise failure[0]
         log.info("hub stopped at head %d after %d batches", self.head, self.stats.batches)
 
-    def _guard(self, target: Callable[[], None], failure: list[BaseException]
-               ) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                target()
-            except BaseException as e:
-                failure.append(e)
-                self._stopping.set()
-                self._ready.abort()
-                raise
-        return run
+    def _await_writer(self, pub: zmq.Socket[Any]) -> None:
+        """Wait for the writer's ``ready`` (it opened the home, with the grants).
+
+        Raises:
+            LedgerConfigError: it exited first, or took longer than :data:`START_WAIT`.
+        """
+        writer = self._writer
+        assert writer is not None, "started by run()"
+        deadline = time.monotonic() + START_WAIT
+        while time.monotonic() < deadline:
+            if writer.reports.poll(100, zmq.POLLIN):
+                parts = writer.reports.recv_multipart()
+                if _report.decode(parts[0]).kind == "ready":
+                    self._forward(None, pub, parts)
+                    return
+            code = writer.exited(now=True)
+            if code is not None:
+                msg = (f"the hub's writer exited with code {code} before it could open "
+                       f"{self.config.home}; its error is in the hub's log")
+                raise LedgerConfigError(msg)
+        msg = f"the hub's writer did not open {self.config.home} in {START_WAIT:.0f} s"
+        raise LedgerConfigError(msg)
 
     # -- the front -----------------------------------------------------------------------
 
-    def _serve(self, router: zmq.Socket[Any], pub: zmq.Socket[Any],
-               outbox: zmq.Socket[Any], failure: list[BaseException]) -> None:
+    def _serve(self, router: zmq.Socket[Any], pub: zmq.Socket[Any]) -> None:
+        writer, pool = self._writer, self._pool
+        assert writer is not None, "made by run() before it serves"
+        assert pool is not None, "made by run() before it serves"
         poller = zmq.Poller()
         poller.register(router, zmq.POLLIN)
-        poller.register(outbox, zmq.POLLIN)
-        pool = self._pool
-        assert pool is not None, "made by run() before it serves"
+        poller.register(writer.reports, zmq.POLLIN)
         poller.register(pool.socket, zmq.POLLIN)
         answer = lambda identity, data: self._send(router, identity, data)  # noqa: E731
         quiet = False
-        while not failure:
-            # Stopping ends once the writer and the workers are done and a whole poll
-            # brought nothing more: a request still in the socket is answered busy.
-            if quiet and self._stopping.is_set() and not self._work.unfinished_tasks \
-                    and not pool.pending:
-                self._front_done.set()
-                return
-            events = dict(poller.poll(100))
+        self._serving = True
+        while True:
+            if self._stopping.is_set():
+                # Stopping ends once the writer and the workers are done and a whole poll
+                # brought nothing more: a request still in the socket is answered busy.
+                writer.stop()
+                if quiet and writer.done and not pool.pending:
+                    return
+            if self._want_grants.is_set():
+                self._want_grants.clear()
+                writer.send(GRANTS)
+            events = dict(poller.poll(POLL_MS))
             quiet = not events
             if time.monotonic() - self._pruned > CLIENT_WINDOW:
                 self._prune()
             if pool.socket in events:
                 pool.take(answer)
             pool.check(answer)
-            if outbox in events:
-                self._forward(router, pub, outbox, block=False)
+            if writer.reports in events:
+                self._reports(router, pub)
             if router in events:
                 for _ in range(256):  # a burst, then give the replies a turn
                     try:
@@ -366,18 +437,96 @@ class Hub:
                     except zmq.Again:
                         break
                     self._take(router, parts)
+                if self._outgoing:
+                    sent = writer.send(WORK, _encoder.encode(self._outgoing))
+                    self._outgoing = []
+                    if not sent:
+                        self._writer_died(router, pub, writer.gone())
+            if not writer.done:
+                code = writer.exited()
+                if code is not None:
+                    self._writer_died(router, pub, code)
 
-    def _forward(self, router: zmq.Socket[Any], pub: zmq.Socket[Any],
-                 outbox: zmq.Socket[Any], *, block: bool) -> None:
+    def _writer_died(self, router: zmq.Socket[Any], pub: zmq.Socket[Any], code: int) -> None:
+        """Answer what the dead writer held ``busy`` (they retry), then stop with an error.
+
+        Raises:
+            LedgerConfigError: always.
+        """
+        self._reports(router, pub)  # what it reported before it went
+        for _client, identity, request in self._inflight.values():
+            self._busy(router, identity, request, "the hub's writer stopped; retry")
+        self._inflight.clear()
+        msg = f"the hub's writer exited with code {code}; its error is in the hub's log"
+        raise LedgerConfigError(msg)
+
+    def _reports(self, router: zmq.Socket[Any], pub: zmq.Socket[Any]) -> None:
+        assert self._writer is not None, "made by run() before it serves"
         while True:
             try:
-                parts = outbox.recv_multipart(0 if block else zmq.NOBLOCK)
+                parts = self._writer.reports.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            self._forward(router, pub, parts)
+
+    def _forward(self, router: zmq.Socket[Any] | None, pub: zmq.Socket[Any],
+                 parts: list[bytes]) -> None:
+        """Take one writer report: counts, grants, head; send the replies it carries."""
+        report = _report.decode(parts[0])
+        if report.grants:
+            self.authority.refresh(_grants.decode(report.grants))
+        if report.kind == "asked":
+            self._grants_came.set()
+        elif report.kind == "done":
+            assert self._writer is not None, "made by run() before it serves"
+            self._writer.done = True
+        if report.batch is not None:
+            self.stats.batch(*report.batch)
+        for name in report.refused:
+            self.stats.refused(name)
+        answered: dict[int, tuple[str, bytes, int]] = {}
+        for seq in report.taken:
+            taken = self._inflight.pop(seq, None)
+            if taken is not None:
+                answered[seq] = taken
+                client = taken[0]
+                self._waiting[client] -= 1
+                if self._waiting[client] <= 0:
+                    del self._waiting[client]
+        if router is not None and report.kind == "checked":
+            for seq, i in zip(report.taken, range(1, len(parts), 2), strict=True):
+                asked, entry = self._checks.pop(seq, None), answered.get(seq)
+                if asked is None or entry is None:
+                    continue
+                if parts[i + 1]:
+                    self._send(router, parts[i], parts[i + 1])  # the refusal
+                else:
+                    self._answer(router, parts[i], entry[2], asked)
+        elif router is not None:
             for i in range(1, len(parts), 2):
                 self._send(router, parts[i], parts[i + 1])
-            if parts[0]:
-                pub.send_multipart([b"head", parts[0]])
+        if report.head >= 0:
+            moved = report.head != self.head
+            self.head = report.head
+            if moved and report.kind == "batch":
+                pub.send_multipart([b"head", self.head.to_bytes(8, "big")])
+
+    def _allowed_now(self, key: bytes) -> bool:
+        """Whether a CURVE client key has a grant as the log stands (the ZAP thread asks)."""
+        self._refresh_grants()
+        return self.authority.allowed(key)
+
+    def _refresh_grants(self) -> None:
+        """Take the grants in force now (a handshake: see :meth:`_allowed_now`).
+
+        Called on the ZAP thread: the front asks the writer, which folds what others
+        wrote first, and this waits for the answer (:data:`GRANTS_WAIT` at most).
+        """
+        if not self._serving or self._stopping.is_set():
+            return  # nobody would pass the question on: the copy it is
+        self._grants_came.clear()
+        self._want_grants.set()
+        self._grants_came.wait(GRANTS_WAIT)
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
@@ -434,12 +583,16 @@ class Hub:
         body: msgspec.Struct = wire.decode_body(frame)
         self.stats.request(f"query:{body.query}" if isinstance(body, wire.QueryRequest)
                            else frame.kind)
-        if isinstance(body, wire.StatusRequest):
-            self._send(router, identity, _reply(self.status(), frame.id))
-            return
-        if isinstance(body, wire.SubscribeRequest):
-            self._send(router, identity, _reply(wire.Subscribed(self._pub_endpoint, self.head),
-                                                frame.id))
+        if isinstance(body, wire.StatusRequest | wire.SubscribeRequest):
+            writer = self._writer
+            if access.key and writer is not None and not writer.stop_sent:
+                # By the key's grant as it stands (the writer looks it up), not by the
+                # copy: answered in _answer_checked.
+                self._seq += 1
+                self._checks[self._seq] = body
+                self._queue(router, Work(self._seq, identity, frame.id, "check", access, []))
+            else:
+                self._answer(router, identity, frame.id, body)
             return
         if self._stopping.is_set():
             self._busy(router, identity, frame.id, "the hub is shutting down")
@@ -449,21 +602,35 @@ class Hub:
             if not self._pool.submit(identity, frame.id, access, bytes(frame.body)):
                 self._busy(router, identity, frame.id, "the hub's query queue is full")
             return
-        work = _work(identity, frame.id, access, body)
+        self._seq += 1
+        self._queue(router, _work(self._seq, identity, frame.id, access, body))
+
+    def _queue(self, router: zmq.Socket[Any], work: Work) -> None:
+        """Hand ``work`` to the writer with this burst, or answer ``busy``."""
+        identity, request = work.identity, work.request
         client = _client(work)
-        with self._waiting_lock:
-            mine = self._waiting[client]
-            if mine < self._per_client:
-                self._waiting[client] = mine + 1
+        mine = self._waiting[client]
         if mine >= self._per_client:
-            self._busy(router, identity, frame.id,
+            self._checks.pop(work.seq, None)
+            self._busy(router, identity, request,
                        f"this client has {mine} requests waiting at the hub already")
             return
-        try:
-            self._work.put_nowait(work)
-        except queue.Full:
-            self._taken([work])
-            self._busy(router, identity, frame.id, "the hub's queue is full")
+        if len(self._inflight) >= self.config.queue_bound:
+            self._checks.pop(work.seq, None)
+            self._busy(router, identity, request, "the hub's queue is full")
+            return
+        self._waiting[client] = mine + 1
+        self._inflight[work.seq] = (client, identity, request)
+        self._outgoing.append(work)
+
+    def _answer(self, router: zmq.Socket[Any], identity: bytes, request: int,
+                body: wire.StatusRequest | wire.SubscribeRequest) -> None:
+        """Answer a status or subscribe request (its key's grant was found in force)."""
+        if isinstance(body, wire.StatusRequest):
+            self._send(router, identity, _reply(self.status(), request))
+        else:
+            self._send(router, identity, _reply(wire.Subscribed(self._pub_endpoint, self.head),
+                                                request))
 
     def _busy(self, router: zmq.Socket[Any], identity: bytes, request: int, why: str) -> None:
         self.stats.busy()
@@ -480,278 +647,10 @@ class Hub:
         """The hub's head, clients, queue depth and batch sizes, as of now."""
         self._prune()
         return self.stats.snapshot(head=self.head, clients=len(self._clients),
-                                   queue_depth=self._work.qsize())
-
-    # -- the writer ----------------------------------------------------------------------
-
-    def _write(self) -> None:
-        outbox = self._context.socket(zmq.PUSH)
-        outbox.connect(_OUTBOX + f"-{id(self)}")
-        try:
-            ledger = Ledger(self.config.home, sync=self.config.sync)
-        except BaseException:
-            outbox.close(0)
-            raise
-        try:
-            ledger.catch_up()
-            self.head = ledger.head()
-            self._grants_ledger = ledger
-            self._refresh_grants(ledger)
-            self._sync = SyncService(ledger)
-            refreshed = time.monotonic()
-            self._ready.wait(timeout=120)
-            while True:
-                try:
-                    first: _Work | None = self._work.get(timeout=0.05)
-                except queue.Empty:
-                    if self._front_done.is_set():
-                        return
-                    first = None
-                if time.monotonic() - refreshed > GRANTS_EVERY:
-                    # Another process (`lessonledger access grant|revoke`, `erase` on the
-                    # home) may have changed the grants: the front's copy takes them, so it
-                    # turns a revoked key away itself and the handshakes know new keys.
-                    # Every write is decided by the grant inside its transaction anyway.
-                    ledger.catch_up()
-                    self._refresh_grants(ledger)
-                    refreshed = time.monotonic()
-                if first is None:
-                    continue
-                group = self._commit(ledger, first, outbox)
-                self._taken(group)
-                for _ in group:
-                    self._work.task_done()
-        finally:
-            with self._grants_lock:
-                self._grants_ledger = None
-            ledger.close()
-            outbox.close()
-
-    def _taken(self, group: list[_Work]) -> None:
-        """Count ``group`` off its clients' waiting requests."""
-        with self._waiting_lock:
-            for work in group:
-                client = _client(work)
-                self._waiting[client] -= 1
-                if self._waiting[client] <= 0:
-                    del self._waiting[client]
-
-    def _refresh_grants(self, ledger: Ledger | None = None) -> None:
-        """Take the grants in force now (the writer's ledger folds what others wrote)."""
-        with self._grants_lock:
-            if ledger is None:
-                ledger = self._grants_ledger
-            if ledger is not None:
-                self.authority.refresh(ledger.grants())
-
-    def _commit(self, ledger: Ledger, first: _Work, outbox: zmq.Socket[Any]) -> list[_Work]:
-        """One group commit, from ``first`` on; every request it took, answered.
-
-        Commands and submissions are decided as they arrive, in one transaction
-        (:meth:`Ledger.execute_gathered`): the writer works on the first while the others
-        are still on their way. Each is authorized there, right before it is decided, by
-        its key's grant as the transaction sees it (``admit``): a revocation or an
-        erasure another process committed before the transaction counts, with no
-        refreshing of grants (the views folded it with everything else).
-
-        It takes what has arrived, up to the batch bound, and while fewer requests are
-        here than clients were in the last batch it waits up to
-        :attr:`HubConfig.commit_delay` for them (they were just answered and are about to
-        send again): one fsync then covers them all.
-        """
-        started = time.perf_counter()
-        before = self.head
-        replies: list[tuple[bytes, bytes]] = []
-        group = [first]
-        senders = {first.identity}
-        #: The commands and submissions decided in the transaction, in order.
-        single: list[_Work] = []
-        #: Batches, erasures, sync: after it, in transactions of their own.
-        others: list[_Work] = []
-        until = time.monotonic() + self.config.commit_delay
-
-        def take(work: _Work) -> Any:
-            if work.kind not in ("command", "submit"):
-                others.append(work)
-                return None
-            single.append(work)
-            return work.items[0]
-
-        def admit(index: int, item: Any) -> Any:
-            # Inside the transaction: the grants as every writer before it left them.
-            return _admitted(ledger, single[index].access, item)
-
-        def more() -> Any:
-            while len(group) < self.config.max_batch:
-                try:
-                    work = self._work.get_nowait()
-                except queue.Empty:
-                    left = until - time.monotonic()
-                    if len(group) >= self._last_clients or left <= 0:
-                        return None
-                    try:
-                        work = self._work.get(timeout=left)
-                    except queue.Empty:
-                        return None
-                group.append(work)
-                senders.add(work.identity)
-                item = take(work)
-                if item is not None:
-                    return item
-            return None
-
-        item = take(first)
-        if item is None:
-            item = more()
-        if item is not None:
-            try:
-                _, results = ledger.execute_gathered(item, more, admit=admit)
-            except LessonLedgerError as e:
-                # The store failed under the commit (disk full): nothing of the group was
-                # written, and every client of it is told so, rather than left waiting.
-                log.error("the group commit failed: %s", e)
-                results = [e] * len(single)
-            for work, result in zip(single, results, strict=True):
-                if isinstance(result, Receipt):
-                    body: msgspec.Struct = _receipted(result)
-                else:
-                    body = _refused(result)
-                    self.stats.refused(type(result).__name__)
-                    log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
-                             type(result).__name__)
-                replies.append((work.identity, _reply(body, work.request)))
-        self._last_clients = len(senders)
-        # Batches (all or none), erasures and sync's requests (a push decides each of its
-        # commands; an ack records one event) run in transactions of their own.
-        for work in others:
-            if work.kind == "sync":
-                # Sent at once: a sync reply waits for no commit of the group (a push or an
-                # ack committed its own), and a replica keeps several fetches in flight,
-                # which would otherwise all wait for the last one's chunk: it could not work
-                # on one chunk while the next is read.
-                for data in self._sync_replies(ledger, work):
-                    outbox.send_multipart([b"", work.identity, data])
-                continue
-            replies.append((work.identity, self._alone(ledger, work)))
-        self.head = ledger.head()
-        if any(work.kind in ("command", "batch", "sync") for work in group):
-            # Before anyone is answered: the front turns a key revoked here away from
-            # its receipt on (the writer would refuse it anyway).
-            self._refresh_grants(ledger)
-        seconds = time.perf_counter() - started
-        self.stats.batch(len(group), self.head - before, seconds)
-        log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
-                 self.head - before, seconds * 1000, self.head)
-        moved = _head.pack(self.head) if self.head != before else b""
-        outbox.send_multipart([moved, *(part for reply in replies for part in reply)])
-        return group
-
-    def _alone(self, ledger: Ledger, work: _Work) -> bytes:
-        try:
-            if work.kind == "erase":
-                require_admin(work.access)
-                command = work.items[0]
-                require_own_principal(work.access, command.principal)
-                fields = msgspec.structs.asdict(command)
-                fields["principal"] = work.access.principal
-                with ledger.guarded(lambda: _still_admin(ledger, work.access)):
-                    erasure = ledger.erase(**fields)
-                return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),
-                              work.request)
-
-            # Inside the transaction, every command before any is decided.
-            receipts = ledger.execute_all(
-                work.items, admit=lambda _, command: _admitted(ledger, work.access, command))
-            return _reply(wire.Receipts([_receipted(r) for r in receipts]), work.request)
-        except LessonLedgerError as e:
-            error: LessonLedgerError = e
-        self.stats.refused(type(error).__name__)
-        log.info("refused %s from client %s: %s", work.kind, work.identity.hex(),
-                 type(error).__name__)
-        return _reply(_refused(error), work.request)
-
-    def _sync_replies(self, ledger: Ledger, work: _Work) -> list[bytes]:
-        """The frames answering a sync request (several for a multi-segment fetch).
-
-        Decided by the key's grant as it stands now: reads (hello, ids, fetch) go by
-        the grant after folding what every process committed before; each write a push
-        or an acknowledgement makes goes by the grant inside its own transaction, and a
-        grant changed in between refuses that write (a replica pushes again: its
-        commands carry their keys).
-        """
-        assert self._sync is not None, "set by the writer before any work is taken"
-        try:
-            access = work.access
-            if access.key:
-                ledger.catch_up()
-                access = in_force(access, ledger.grant_as_folded(access.key))
-            # The hub's authority decided who the peer is: its grant filters the bodies
-            # a partial replica gets and is the principal of what it pushes.
-            peer = access.key or work.identity.hex()
-            with ledger.guarded(lambda: _unchanged(ledger, access)):
-                frames = self._sync.handle(work.items[0], peer, access.grant)
-            return [_reply(SyncReplyFrame(frame), work.request) for frame in frames]
-        except LessonLedgerError as e:
-            self.stats.refused(type(e).__name__)
-            log.info("refused sync from client %s: %s", work.identity.hex(), type(e).__name__)
-            return [_reply(_refused(e), work.request)]
+                                   queue_depth=len(self._inflight))
 
 
-def _current(ledger: Ledger, access: Access) -> Access:
-    """The connection's access by its key's grant as the writer's transaction sees it.
-
-    Called inside the write transaction only (an admit, a guard): there the views have
-    folded every grant, revocation and erasure committed before it, by any process.
-
-    Raises:
-        AccessRefusedError: the key has no grant now.
-    """
-    return in_force(access, ledger.grant_as_folded(access.key)) if access.key else access
-
-
-def _admitted(ledger: Ledger, access: Access, item: Any) -> Any:
-    """``item`` as the writer decides it: authorized by its key's grant in the transaction.
-
-    Called inside the write transaction only (an admit).
-
-    Raises:
-        CommandError: the key has no grant now, or its grant does not cover ``item``.
-    """
-    current = _current(ledger, access)
-    if current.principal != access.principal and not isinstance(item, Submission):
-        # The key was granted to another principal since the front bound the command.
-        item = bound_to_caller(item, current.principal)
-    return _authorized(ledger, current, item)
-
-
-def _still_admin(ledger: Ledger, access: Access) -> None:
-    """Refuse an erasure whose key is no longer an admin's, or no longer its principal's.
-
-    Raises:
-        AccessRefusedError: it is not.
-    """
-    current = _current(ledger, access)
-    require_admin(current)
-    if current.principal != access.principal:
-        raise AccessRefusedError(current.principal, "", "admin", (
-            f"erase as {access.principal!r}: the key was granted to another principal "
-            "while the erasure waited; send it again"))
-
-
-def _unchanged(ledger: Ledger, access: Access) -> None:
-    """Refuse a write of a sync request whose key's grant changed since it was checked.
-
-    Raises:
-        AccessRefusedError: the grant is gone, or is another one now.
-    """
-    current = _current(ledger, access)
-    if current is not access:
-        raise AccessRefusedError(current.principal, "", "write", (
-            "push with the grant this request was checked by: it changed meanwhile; "
-            "push again"))
-
-
-def _client(work: _Work) -> str:
+def _client(work: Work) -> str:
     """Whose share of the queue ``work`` takes: its key's, or its connection's."""
     return work.access.key or work.identity.hex()
 
@@ -761,7 +660,8 @@ def _user_id(frame: zmq.Frame) -> str | None:
     return client_key(frame) or None
 
 
-def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -> _Work:
+def _work(seq: int, identity: bytes, request: int, access: Access, body: msgspec.Struct
+          ) -> Work:
     """Queue-able work from a request body; a body that cannot be decoded is refused.
 
     A command is checked here, on the front thread, as ``execute`` would check it (its
@@ -770,23 +670,24 @@ def _work(identity: bytes, request: int, access: Access, body: msgspec.Struct) -
     """
     try:
         if isinstance(body, wire.CommandRequest):
-            return _Work(identity, request, "command", access,
-                         [_checked(_decode_command(body.command), access)])
+            return Work(seq, identity, request, "command", access,
+                        [_raw(_checked(_decode_command(body.command), access))])
         if isinstance(body, wire.BatchRequest):
             if not body.commands:
                 raise _Refusal(InvalidCommandError("a batch needs at least one command"))
             if len(body.commands) > wire.MAX_BATCH_COMMANDS:
                 # Before decoding any: the front refuses it at once, the writer never sees it.
                 raise _Refusal(wire.BatchTooLargeError(len(body.commands)))
-            return _Work(identity, request, "batch", access,
-                         [_checked(_decode_command(c), access) for c in body.commands])
+            return Work(seq, identity, request, "batch", access,
+                        [_raw(_checked(_decode_command(c), access)) for c in body.commands])
         if isinstance(body, wire.EraseRequest):
-            return _Work(identity, request, "erase", access, [_erase.decode(body.erase)])
+            return Work(seq, identity, request, "erase", access,
+                        [_raw(_erase.decode(body.erase))])
         if isinstance(body, wire.SubmitRequest):
-            return _Work(identity, request, "submit", access,
-                         [parse_submission(body.submission)])
+            return Work(seq, identity, request, "submit", access,
+                        [_raw(parse_submission(body.submission))])
         if isinstance(body, SyncFrame):
-            return _Work(identity, request, "sync", access, [body.frame])
+            return Work(seq, identity, request, "sync", access, [_raw(body.frame)])
     except msgspec.ValidationError as e:
         raise _Refusal(InvalidCommandError(f"invalid command: {e}; fix the field and retry")
                        ) from e
@@ -810,32 +711,11 @@ def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
     return bound
 
 
+def _raw(item: Any) -> msgspec.Raw:
+    """``item`` msgpack-encoded, as the writer decodes it."""
+    return msgspec.Raw(_encoder.encode(item))
+
+
 def _decode_command(raw: msgspec.Raw) -> AnyCommand | SkillCommand | AccessCommand:
     command: AnyCommand | SkillCommand | AccessCommand = _command.decode(raw)
     return command
-
-
-def _lesson_scope(ledger: Ledger, lesson_id: UUID) -> str | None:
-    row = ledger.view.lessons.get(lesson_id)
-    return None if row is None else row.scope
-
-
-def _authorized(ledger: Ledger, access: Access, item: Any) -> Any:
-    """The item with the connection's principal, if ``access``'s grant covers it.
-
-    Raises:
-        CommandError: the grant does not cover it, or it names another principal.
-    """
-    if isinstance(item, Submission):
-        # parse_submission already refused what only the ledger writes (LEDGER_ONLY).
-        authorize_event(access, item.event, lambda i: _lesson_scope(ledger, i))
-        require_own_principal(access, item.principal)
-        # Its id is the sender's own, as a command's key is: every envelope shows ids,
-        # so a raw id taken as given could squat the one another principal's next
-        # command derives, or be answered with another's receipt.
-        return msgspec.structs.replace(
-            item, principal=access.principal,
-            event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
-    # Checked on the front thread (_checked) and bound to the caller there.
-    authorize_command(access, item, lambda i: _lesson_scope(ledger, i))
-    return item

@@ -165,6 +165,14 @@ class QueryPool:
         self.socket.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
+    @property
+    def directory(self) -> str:
+        """The pool's private directory (mode 0700), for the hub's other ipc endpoints.
+
+        A worker whose hub was killed removes it, with whatever else is in it.
+        """
+        return self._dir
+
     # -- work ----------------------------------------------------------------------------
 
     @property

@@ -29,6 +29,7 @@ from lessonledger.commands.access import GrantAccess, RevokeAccess
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.commands.messages import ObserveOutcome, command_from
 from lessonledger.ledger.events import LESSON_RECALLED
+from lessonledger.sync.client import HubUnavailableError
 from lessonledger.sync.keys import load_public, load_secret
 from lessonledger.sync.protocol import Fetch, Hello, Push, Refs, decode_reply, encode
 from lessonledger.sync.transport import ZmqExchange
@@ -36,7 +37,8 @@ from lessonledger.sync.transport import ZmqExchange
 P, Q = "a" * 32, "b" * 32
 #: How many keys each kind of request is tried with.
 TRIES = 3
-KINDS = ("cmd", "batch", "sub", "push", "fetch", "query", "erased", "narrowed", "cli")
+KINDS = ("cmd", "batch", "sub", "push", "fetch", "query", "erased", "narrowed", "cli",
+         "status", "hs")
 
 
 def names(kind: str) -> list[str]:
@@ -165,6 +167,33 @@ def test_a_query_right_after_another_process_revokes_is_refused(
                     victim.lessons(P, record=False)
                 with pytest.raises(AccessRefusedError):
                     victim.recall(P, "run the tests", record=False)
+
+
+def test_a_status_right_after_another_process_revokes_is_refused(
+        setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with Ledger(server.home) as other:
+        for name in names("status"):
+            with keys.client(server, name, timeout=5.0) as victim:
+                victim.status()
+                revoke(other, name)
+                with pytest.raises(AccessRefusedError):
+                    victim.status()
+
+
+def test_a_handshake_right_after_another_process_revokes_is_refused(
+        setup: tuple[HubProcess, Keys]) -> None:
+    server, keys = setup
+    with Ledger(server.home) as other:
+        for name in names("hs"):
+            with keys.client(server, name, timeout=5.0) as before:
+                before.head()
+            revoke(other, name)
+            # The key's new connection is refused at its handshake (libzmq resends it
+            # until the client gives up): no request of it reaches the front.
+            with keys.client(server, name, timeout=1.0, deadline=2.0) as victim, \
+                    pytest.raises(HubUnavailableError):
+                victim.head()
 
 
 def test_a_command_right_after_another_process_erases_the_principal_is_refused(
