@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ctrl_c import with_ctrl_c
 from lessonledger.commands.ledger import open_ledger
 from lessonledger.ops.cli import main
 from lessonledger.projections.views import view_names
@@ -117,7 +118,7 @@ def test_ctrl_c_while_bench_recall_builds_its_index_is_one_line(tmp_path: Path) 
     bench = subprocess.Popen(
         [str(script), "bench", "recall", "--sizes", "30000", "--queries", "10",
          "--projects", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)})
+        env={**os.environ, "TMPDIR": str(tmp_path)}, preexec_fn=with_ctrl_c)
     assert bench.stderr is not None
     for line in bench.stderr:
         if line.startswith("embedded"):
