@@ -689,7 +689,8 @@ class Hub:
             # a partial replica gets and is the principal of what it pushes.
             peer = access.key or work.identity.hex()
             with ledger.guarded(lambda: _unchanged(ledger, access)):
-                frames = self._sync.handle(work.items[0], peer, access.grant)
+                frames = self._sync.handle(work.items[0], peer, access.grant,
+                                           None if access.key else access)
             return [_reply(SyncReplyFrame(frame), work.request) for frame in frames]
         except LessonLedgerError as e:
             self.stats.refused(type(e).__name__)
