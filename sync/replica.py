@@ -532,17 +532,27 @@ class _Puller:
         self.state.remove_positions(txn, "withheld", named)
         self.state.add_positions(txn, "pending", [position])
         if erased.what in ("principal", "session"):
+            bound = self.refs.principal if self.refs is not None else ""
             self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
-                                  if _names(queued.command, erased.what, erased.subject)])
+                                  if _names(queued.command, erased.what, erased.subject,
+                                            bound)])
 
 
-def _names(command: bytes, what: str, subject: str) -> bool:
-    """True when a queued command's JSON is for that principal or session."""
+def _names(command: bytes, what: str, subject: str, bound: str = "") -> bool:
+    """True when a queued command's JSON is for that principal or session.
+
+    ``bound`` is whose the hub writes this replica's commands as (``Refs.principal``):
+    a command naming no principal, or another (rebound to the key's), is then its.
+    """
     try:
         fields = msgspec.json.decode(command)
     except msgspec.DecodeError:
         return False
-    return isinstance(fields, dict) and fields.get(what) == subject
+    if not isinstance(fields, dict):
+        return False
+    if what == "principal" and bound:
+        return bound == subject
+    return bool(fields.get(what) == subject)
 
 
 def fold_views(home: LMDBHome, *, fresh: bool = False) -> int:

@@ -131,7 +131,9 @@ class SyncService:
             request = _as_key(request, grant)
         try:
             if isinstance(request, Hello):
-                reply: Reply = self._hello(request)
+                bound = grant.principal if grant is not None else (
+                    access.principal if access is not None else "")
+                reply: Reply = self._hello(request, bound)
             elif isinstance(request, SegmentIds):
                 reply = Ids(request.start, self._objects().segment_ids()[request.start:])
             elif isinstance(request, Fetch):
@@ -153,7 +155,7 @@ class SyncService:
         self.ledger.catch_up()
         return object_view(self.ledger.runner)
 
-    def _hello(self, hello: Hello) -> Reply:
+    def _hello(self, hello: Hello, principal: str = "") -> Reply:
         view = self._objects()
         if hello.have > view.position or (
                 hello.have and self.ledger.log.link_at(hello.have) != hello.link):
@@ -163,7 +165,8 @@ class SyncService:
         ids = view.segment_ids()
         return Refs(head=view.position, link=view.link, root=merkle_root(ids),
                     segments=len(ids), erasures=[e.position for e in view.erasures],
-                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]))
+                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]),
+                    principal=principal)
 
     def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from hubtools import hub, lessonledger
 from lessonledger.commands import open_ledger
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.sync.state import SyncState
 
 P = "3f9a0c1b2d4e5f60"
 
@@ -77,3 +79,41 @@ def test_a_no_admin_keyless_hub_refuses_a_pushed_reconcile(tmp_path: Path) -> No
         assert "admin" in results[0]["refused"], results
     with open_ledger(home, sync=False) as ledger:
         assert ledger.log.head() == 0
+
+
+def test_a_queued_command_of_an_erased_principal_leaves_the_replicas_outbox(
+        tmp_path: Path) -> None:
+    """The replica's outbox is one of its files: a principal's erasure takes from it too.
+
+    A command queued on a replica names no principal (the hub stamps its own): the
+    replica dropped only those whose JSON named the erased principal, so the content
+    of every other queued command of that principal stayed in its files for good.
+    """
+    home, replica = tmp_path / "hub", tmp_path / "replica"
+    with hub(home, tmp_path / "hub.log", "--principal", "alice",
+             "--query-workers", "1") as server:
+        published = _cli("publish", "--to", server.endpoint, "-",
+                         stdin=_outcome("at-hub", "alice at the hub"))
+        assert published.returncode == 0, published.stderr
+        assert _cli("clone", server.endpoint, str(replica)).returncode == 0
+        queued = _cli("--home", str(replica), "publish", "-",
+                      stdin=_outcome("queued", "ALICE-QUEUED-TASK-0123456789abcdef"))
+        assert queued.returncode == 0, queued.stderr
+        assert any(b"ALICE-QUEUED-TASK" in p.read_bytes() for p in replica.rglob("*")
+                   if p.is_file())
+        # Beside the running hub: the erasure stands, its compaction waits (exit 3).
+        erased = _cli("--home", str(home), "erase", "--principal", "alice", "--reason", "t")
+        assert erased.returncode == 3, erased.stderr
+        pulled = _cli("--home", str(replica), "pull", "--json")
+        assert pulled.returncode == 0, pulled.stderr
+        assert json.loads(pulled.stdout)["erasures"], pulled.stdout
+    for path in replica.rglob("*"):
+        if path.is_file():
+            assert b"ALICE-QUEUED-TASK" not in path.read_bytes(), path
+    lmdb_home = acquire(str(replica), sync=False)
+    try:
+        state = SyncState(lmdb_home)
+        with lmdb_home.env.begin() as txn:
+            assert state.outbox(txn) == []
+    finally:
+        release(lmdb_home)
