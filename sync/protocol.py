@@ -77,9 +77,14 @@ class Hello(_Message, frozen=True, tag="hello"):
 
 
 class SegmentIds(_Message, frozen=True, tag="ids"):
-    """The ids of the segments from index ``start`` (from 0) on."""
+    """The ids of the segments from index ``start`` (from 0) on, of the log up to ``upto``.
+
+    ``upto`` is the head the hub's :class:`Refs` named (0: its head now): the hub
+    commits between the two requests, and the ids must hash to the root it sent.
+    """
 
     start: Annotated[int, Meta(ge=0)]
+    upto: Annotated[int, Meta(ge=0)] = 0
 
 
 class Fetch(_Message, frozen=True, tag="fetch"):

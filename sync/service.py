@@ -40,7 +40,13 @@ from lessonledger.ledger.events import (
     AnyEvent,
     ErasureAcknowledged,
 )
-from lessonledger.ledger.objects import SEGMENT_SIZE, join_envelopes, merkle_root, segment_of
+from lessonledger.ledger.objects import (
+    SEGMENT_SIZE,
+    join_envelopes,
+    merkle_root,
+    segment_id,
+    segment_of,
+)
 from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
@@ -135,7 +141,7 @@ class SyncService:
                     access.principal if access is not None else "")
                 reply: Reply = self._hello(request, bound)
             elif isinstance(request, SegmentIds):
-                reply = Ids(request.start, self._objects().segment_ids()[request.start:])
+                reply = Ids(request.start, self._segment_ids(request.upto)[request.start:])
             elif isinstance(request, Fetch):
                 reply = self._fetch(request, peer, grant)
             elif isinstance(request, FetchMany):
@@ -167,6 +173,24 @@ class SyncService:
                     segments=len(ids), erasures=[e.position for e in view.erasures],
                     refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]),
                     principal=principal)
+
+    def _segment_ids(self, upto: int) -> list[bytes]:
+        """The segment ids of the log up to position ``upto`` (0: all of it).
+
+        A pull asks for those of the head its hello was answered with: whatever was
+        committed since would change the open segment's id, and the ids would not hash
+        to the root that answer named. The closed segments up to there are the view's;
+        a segment ``upto`` cuts is hashed from the log.
+        """
+        view = self._objects()
+        if not upto or upto >= view.position:
+            return view.segment_ids()
+        full = upto // SEGMENT_SIZE
+        ids = view.closed_ids[:full]
+        if upto % SEGMENT_SIZE:
+            stored, _ = self.ledger.log.stored(full * SEGMENT_SIZE + 1, upto)
+            ids.append(segment_id(stored))
+        return ids
 
     def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()
