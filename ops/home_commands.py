@@ -46,12 +46,19 @@ def _cmd_log(args: argparse.Namespace) -> int:
                               read_only=bool(args.read_only))
     if args.to:
         with remote(args) as hub:
-            records = hub.read_log(args.start, args.limit or MAX_LOG_RECORDS)
-        for record in records:
-            if args.json:
-                print_json(record_json(record))
-            else:
-                print(record_line(record))
+            # Page by page: the hub answers what fits one reply frame.
+            start, left = args.start, args.limit
+            while left is None or left > 0:
+                records = hub.read_log(start, min(left or MAX_LOG_RECORDS, MAX_LOG_RECORDS))
+                if not records:
+                    break
+                for record in records:
+                    if args.json:
+                        print_json(record_json(record))
+                    else:
+                        print(record_line(record))
+                start = records[-1].envelope.position + 1
+                left = None if left is None else left - len(records)
         return 0
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         for record in log.read(args.start, limit=args.limit):

@@ -335,7 +335,11 @@ class RemoteLedger(CommandVerbs):
         return True
 
     def read_log(self, start: int = 1, limit: int = 1000) -> list[Record]:
-        """Records from ``start`` on; a body this key may not read comes as None."""
+        """Records from ``start`` on; a body this key may not read comes as None.
+
+        At most ``limit``, and fewer when they are large: the hub answers what fits one
+        reply frame (``queries.LOG_PAGE_BYTES``); ask again from after the last one.
+        """
         rows = self._answer("log", list[tuple[Envelope, bytes | None]], start=start,
                             limit=limit)
         return [Record(envelope, payload) for envelope, payload in rows]

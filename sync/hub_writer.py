@@ -396,7 +396,7 @@ class Writer:
             peer = access.key or work.identity.hex()
             with ledger.guarded(lambda: _unchanged(ledger, access)):
                 frames = self.sync.handle(_item(work.kind, work.items[0]), peer,
-                                          access.grant)
+                                          access.grant, None if access.key else access)
             return [_reply(SyncReplyFrame(frame), work.request) for frame in frames]
         except LessonLedgerError as e:
             refused.append(type(e).__name__)

@@ -77,9 +77,14 @@ class Hello(_Message, frozen=True, tag="hello"):
 
 
 class SegmentIds(_Message, frozen=True, tag="ids"):
-    """The ids of the segments from index ``start`` (from 0) on."""
+    """The ids of the segments from index ``start`` (from 0) on, of the log up to ``upto``.
+
+    ``upto`` is the head the hub's :class:`Refs` named (0: its head now): the hub
+    commits between the two requests, and the ids must hash to the root it sent.
+    """
 
     start: Annotated[int, Meta(ge=0)]
+    upto: Annotated[int, Meta(ge=0)] = 0
 
 
 class Fetch(_Message, frozen=True, tag="fetch"):
@@ -118,6 +123,10 @@ class Refs(_Message, frozen=True, tag="refs"):
     ``erased`` lists the positions whose bodies an erasure later than the hub's own log
     took (the hub is a checkout of a snapshot older than that erasure): a replica that
     still holds one deletes it, since no ``Erased`` record will ever tell it.
+    ``principal`` is whose the hub writes the peer's pushed commands as (its key's
+    grant's, a keyless hub's own; empty when the hub binds none): a queued command
+    names no principal, so the replica needs it to drop a principal's commands at
+    that principal's erasure.
     """
 
     head: int
@@ -127,6 +136,7 @@ class Refs(_Message, frozen=True, tag="refs"):
     erasures: list[int]
     refs: dict[str, Hash]
     erased: list[int] = []
+    principal: str = ""
 
 
 class Ids(_Message, frozen=True, tag="segment_ids"):

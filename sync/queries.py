@@ -27,7 +27,7 @@ from lessonledger.sync.authority import (
     require_read,
 )
 
-__all__ = ["MAX_LOG_RECORDS", "answer", "answer_bytes"]
+__all__ = ["LOG_PAGE_BYTES", "MAX_LOG_RECORDS", "answer", "answer_bytes"]
 
 
 class _Project(msgspec.Struct, forbid_unknown_fields=True):
@@ -123,6 +123,10 @@ class _Diff(msgspec.Struct, forbid_unknown_fields=True):
 
 #: Records a ``log`` query returns at most.
 MAX_LOG_RECORDS = 5000
+#: Bytes of records a ``log`` answer holds at most (one record always): the rest of a
+#: reply frame is its envelope. Fewer records than asked come back when they are large.
+LOG_PAGE_BYTES = wire.MAX_FRAME_BYTES - (16 << 10)
+_row_bytes = msgspec.msgpack.Encoder().encode
 
 
 def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
@@ -199,11 +203,19 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
             records = reader.log.read(max(span.start, 1),
                                       limit=max(1, min(span.limit, MAX_LOG_RECORDS)))
             # Every envelope travels (the chain must verify); a body only where it may
-            # be read.
-            return [(r.envelope, r.payload if r.payload is not None and may_read(
-                access, body_scope(r.envelope.scope, r.envelope.type, r.payload,
-                                   lambda i: _lesson_scope(reader, i))) else None)
-                    for r in records]
+            # be read. A page fits one reply frame: the client asks for the rest.
+            page: list[tuple[Any, bytes | None]] = []
+            size = 0
+            for record in records:
+                shown = (record.envelope, record.payload if record.payload is not None
+                         and may_read(access, body_scope(
+                             record.envelope.scope, record.envelope.type, record.payload,
+                             lambda i: _lesson_scope(reader, i))) else None)
+                size += len(_row_bytes(shown))
+                if page and size > LOG_PAGE_BYTES:
+                    break
+                page.append(shown)
+            return page
 
 
 def _skill_answer(skills: Skills, access: Access, query: str, args: dict[str, Any]) -> Any:

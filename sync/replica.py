@@ -288,6 +288,10 @@ class _Puller:
         self.result = PullResult()
         #: Bodies a later erasure took were deleted here (see :meth:`_forget`).
         self.forgot = False
+        #: Positions that came without a body the hub said was withheld or erased
+        #: later: taken by an erasure, in this pull or one committed at the hub since
+        #: its hello (then the next pull brings it).
+        self.missing: set[int] = set()
 
     def hello(self) -> bytes:
         return encode(Hello(self.name, self.head, self.link if self.head else b""))
@@ -295,7 +299,7 @@ class _Puller:
     def on_refs(self, refs: Refs) -> bytes:
         self.refs = refs
         self._forget([p for p in refs.erased if p <= self.head])
-        return encode(SegmentIds(len(self.closed)))
+        return encode(SegmentIds(len(self.closed), refs.head))
 
     def _forget(self, erased: list[int]) -> None:
         """Delete the bodies the hub says a later erasure took, which this replica holds.
@@ -404,6 +408,9 @@ class _Puller:
             msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
                    "withheld or erased, which is not a position of it without a body")
             raise ProtocolError(msg)
+        self.missing.update({p for p in range(chunk.start, last + 1)
+                             if rows[p - chunk.start][1] is None}
+                            - set(chunk.withheld) - set(chunk.erased))
         self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
                                    count - chunk.bodies.count(b""), chunk.erased))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
@@ -532,17 +539,27 @@ class _Puller:
         self.state.remove_positions(txn, "withheld", named)
         self.state.add_positions(txn, "pending", [position])
         if erased.what in ("principal", "session"):
+            bound = self.refs.principal if self.refs is not None else ""
             self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
-                                  if _names(queued.command, erased.what, erased.subject)])
+                                  if _names(queued.command, erased.what, erased.subject,
+                                            bound)])
 
 
-def _names(command: bytes, what: str, subject: str) -> bool:
-    """True when a queued command's JSON is for that principal or session."""
+def _names(command: bytes, what: str, subject: str, bound: str = "") -> bool:
+    """True when a queued command's JSON is for that principal or session.
+
+    ``bound`` is whose the hub writes this replica's commands as (``Refs.principal``):
+    a command naming no principal, or another (rebound to the key's), is then its.
+    """
     try:
         fields = msgspec.json.decode(command)
     except msgspec.DecodeError:
         return False
-    return isinstance(fields, dict) and fields.get(what) == subject
+    if not isinstance(fields, dict):
+        return False
+    if what == "principal" and bound:
+        return bound == subject
+    return bool(fields.get(what) == subject)
 
 
 def fold_views(home: LMDBHome, *, fresh: bool = False) -> int:
@@ -592,8 +609,13 @@ def refold(directory: str | os.PathLike[str]) -> int:
 def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
          credit: int = DEFAULT_CREDIT, sync: bool = True,
          progress: Callable[[int, int], None] | None = None,
-         fold: bool = True) -> PullResult:
+         fold: bool = True, again: bool = True) -> PullResult:
     """Bring the replica at ``directory`` up to its hub; see the module docstring.
+
+    A pull is of the hub's log up to the head its hello was answered with. A body an
+    erasure committed since then took comes without the ``Erased`` record that explains
+    it (that is past the head): the pull then runs ``again`` once, to apply it, so the
+    replica never ends a pull holding a body gap no record names.
 
     With ``fold`` False the views and the index are not folded (unless an erasure came:
     what they hold of it goes first): the pull returns once every object is verified and
@@ -633,6 +655,7 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
         result = puller.result
         result.head = puller.finish()
         result.fold_seconds = puller.fold_seconds
+        unexplained = bool(puller.missing - puller.tombstones)
         with home.env.begin() as txn:
             pending = SyncState(home).positions(txn, "pending")
             unswept = SyncState(home).positions(txn, "unswept")
@@ -651,6 +674,14 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
         result.erasures.append(erasure)
     result.received, result.sent = exchange.received, exchange.sent
     result.seconds = time.perf_counter() - started
+    if unexplained and again:
+        more = pull(directory, exchange, credit=credit, sync=sync, progress=progress,
+                    fold=fold, again=False)
+        return PullResult(
+            more.head, result.fetched + more.fetched, result.bodies + more.bodies,
+            result.withheld + more.withheld, result.erasures + more.erasures, more.pending,
+            more.received, more.sent, time.perf_counter() - started,
+            result.fold_seconds + more.fold_seconds)
     return result
 
 

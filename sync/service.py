@@ -40,12 +40,24 @@ from lessonledger.ledger.events import (
     AnyEvent,
     ErasureAcknowledged,
 )
-from lessonledger.ledger.objects import SEGMENT_SIZE, join_envelopes, merkle_root, segment_of
+from lessonledger.ledger.objects import (
+    SEGMENT_SIZE,
+    join_envelopes,
+    merkle_root,
+    segment_id,
+    segment_of,
+)
 from lessonledger.projections.access import Grant
 from lessonledger.projections.objects import ObjectView
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
-from lessonledger.sync.authority import Access, authorize_command, body_scope, bound_to_caller
+from lessonledger.sync.authority import (
+    Access,
+    authorize_command,
+    body_scope,
+    bound_to_caller,
+    require_own_principal,
+)
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     MAX_FETCH_SEGMENTS,
@@ -99,14 +111,17 @@ class SyncService:
         self.may_read = may_read or _everything
         self.authorize = authorize
 
-    def handle(self, frame: bytes, peer: str = "", grant: Grant | None = None
-               ) -> list[bytes]:
+    def handle(self, frame: bytes, peer: str = "", grant: Grant | None = None,
+               access: Access | None = None) -> list[bytes]:
         """The reply frames to one request frame.
 
         Exactly one, but for a :class:`FetchMany` answered: one chunk per segment.
 
         ``grant`` is the peer's grant as the transport's authority decided it (the
         hub's): bodies are filtered and pushes stamped by it, as with ``authorize``.
+        ``access`` is a keyless hub's (its ``--principal``, ``--no-admin``): a push is
+        then that principal's, as the hub's own commands are, and a command naming
+        another, or needing admin the hub does not give, is refused.
         """
         try:
             request = decode_request(frame)
@@ -122,9 +137,11 @@ class SyncService:
             request = _as_key(request, grant)
         try:
             if isinstance(request, Hello):
-                reply: Reply = self._hello(request)
+                bound = grant.principal if grant is not None else (
+                    access.principal if access is not None else "")
+                reply: Reply = self._hello(request, bound)
             elif isinstance(request, SegmentIds):
-                reply = Ids(request.start, self._objects().segment_ids()[request.start:])
+                reply = Ids(request.start, self._segment_ids(request.upto)[request.start:])
             elif isinstance(request, Fetch):
                 reply = self._fetch(request, peer, grant)
             elif isinstance(request, FetchMany):
@@ -133,7 +150,7 @@ class SyncService:
                     return [encode(chunk) for chunk in chunks]
                 reply = chunks
             elif isinstance(request, Push):
-                reply = self._push(request, grant)
+                reply = self._push(request, grant, access)
             else:
                 reply = self._ack(request)
         except LessonLedgerError as e:
@@ -144,7 +161,7 @@ class SyncService:
         self.ledger.catch_up()
         return object_view(self.ledger.runner)
 
-    def _hello(self, hello: Hello) -> Reply:
+    def _hello(self, hello: Hello, principal: str = "") -> Reply:
         view = self._objects()
         if hello.have > view.position or (
                 hello.have and self.ledger.log.link_at(hello.have) != hello.link):
@@ -154,7 +171,26 @@ class SyncService:
         ids = view.segment_ids()
         return Refs(head=view.position, link=view.link, root=merkle_root(ids),
                     segments=len(ids), erasures=[e.position for e in view.erasures],
-                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]))
+                    refs=view.refs, erased=sorted(excused(self.ledger.log.home)[1]),
+                    principal=principal)
+
+    def _segment_ids(self, upto: int) -> list[bytes]:
+        """The segment ids of the log up to position ``upto`` (0: all of it).
+
+        A pull asks for those of the head its hello was answered with: whatever was
+        committed since would change the open segment's id, and the ids would not hash
+        to the root that answer named. The closed segments up to there are the view's;
+        a segment ``upto`` cuts is hashed from the log.
+        """
+        view = self._objects()
+        if not upto or upto >= view.position:
+            return view.segment_ids()
+        full = upto // SEGMENT_SIZE
+        ids = view.closed_ids[:full]
+        if upto % SEGMENT_SIZE:
+            stored, _ = self.ledger.log.stored(full * SEGMENT_SIZE + 1, upto)
+            ids.append(segment_id(stored))
+        return ids
 
     def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
         view = self._objects()
@@ -240,7 +276,8 @@ class SyncService:
         row = self.ledger.view.lessons.get(lesson_id)
         return None if row is None else row.scope
 
-    def _push(self, push: Push, grant: Grant | None) -> Reply:
+    def _push(self, push: Push, grant: Grant | None, keyless: Access | None = None
+              ) -> Reply:
         view = self._objects()
         if len(push.based_on) != len(push.commands):
             return Refused("malformed", "a push needs one based-on position per command")
@@ -283,6 +320,15 @@ class SyncService:
                 # The key's principal, never one the replica names: checked against the
                 # erasures below, and the one the hub writes.
                 command = bound_to_caller(command, grant.principal)
+            elif keyless is not None:
+                # A keyless hub's connections are all its principal: a command naming
+                # another is refused, as one sent to the hub directly is.
+                try:
+                    require_own_principal(keyless, command.principal)
+                except CommandError as e:
+                    results.append(PushResult(command.key, refused=str(e)))
+                    continue
+                command = bound_to_caller(command, keyless.principal)
             gone = [f"{what} {subject!r}" for what, subject in
                     (("principal", command.principal), ("session", command.session))
                     if subject and (what, subject) in erased]
@@ -294,22 +340,23 @@ class SyncService:
             results.append(None)
             todo.append((len(results) - 1, command))
         if todo:
-            for (slot, command), result in zip(todo, self._decide(todo, grant), strict=True):
+            decided = self._decide(todo, grant, keyless)
+            for (slot, command), result in zip(todo, decided, strict=True):
                 results[slot] = (PushResult(command.key, positions=result.positions)
                                  if isinstance(result, Receipt)
                                  else PushResult(command.key, refused=str(result)))
         return Pushed([result for result in results if result is not None])
 
-    def _decide(self, todo: list[tuple[int, AnyCommand]], grant: Grant | None
-                ) -> list[Receipt | LessonLedgerError]:
+    def _decide(self, todo: list[tuple[int, AnyCommand]], grant: Grant | None,
+                keyless: Access | None = None) -> list[Receipt | LessonLedgerError]:
         """The pushed commands decided in order, in one group commit (one fsync).
 
         Each as :meth:`Ledger.execute` would decide it then, a refused one leaving
         nothing of its own; with a grant, each needs what the hub's own rule asks
         (:func:`authorize_command`), checked inside the transaction.
         """
-        access = None if grant is None else Access(principal=grant.principal, grant=grant,
-                                                   key=grant.public_key)
+        access = keyless if grant is None else Access(principal=grant.principal, grant=grant,
+                                                      key=grant.public_key)
 
         def admit(index: int, command: Any) -> Any:
             if access is not None:

@@ -29,7 +29,7 @@ import pytest
 import zmq
 from hubtools import HubProcess
 from lessonledger.commands import open_ledger
-from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.envelope import Envelope, decode_envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import join_envelopes
@@ -419,7 +419,9 @@ def test_a_replica_writes_nothing_of_its_own_and_pushes_its_outbox(
     head = len(raw(replica))
     run("--home", str(replica), "recall", "--project", PROJECTS[0], "op-1")  # records nothing
     assert len(raw(replica)) == head
-    command = json.dumps({"command": "observe_outcome", "key": "away-1", "principal": "dave",
+    # No principal: a keyless hub writes every connection's commands as its own
+    # (``operator``), pushed ones too, and refuses one naming another.
+    command = json.dumps({"command": "observe_outcome", "key": "away-1",
                           "project": PROJECTS[0], "passed": True, "task": "done while away",
                           "operations": [{"op": "op-1", "target": "t", "ok": True}]})
     queued = subprocess.run([*CLI, "--home", str(replica), "publish", "-"], input=command,
@@ -433,6 +435,8 @@ def test_a_replica_writes_nothing_of_its_own_and_pushes_its_outbox(
     bodies = [body for _, _, body, _ in raw(replica) if body and b"done while away" in body]
     assert len(bodies) == 1
     assert sha256(bodies[0]).digest()  # the hub's own record, pulled back verbatim
+    assert [decode_envelope(envelope).principal for _, envelope, body, _ in raw(replica)
+            if body and b"done while away" in body] == ["operator"]
 
 
 def test_an_outbox_larger_than_one_hub_frame_is_pushed_in_parts(
