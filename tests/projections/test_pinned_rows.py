@@ -100,3 +100,42 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         assert row.moves == history
         assert lesson not in bare
         assert len(bare) == len(again.view._s.lessons) - 1
+
+
+def test_what_was_read_on_demand_is_let_go_once_saved_and_read_again_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent's memory grew with every lesson history, failure and session it read:
+    # after each save of its own it forgets what is as saved, and reads it again.
+    monkeypatch.setattr(ledger_module, "_ROWS_EVERY", 40)
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 400):
+            call(ledger, step)
+    let_go = 0
+    with open_ledger(home, sync=False) as agent:
+        view = agent.view
+        assert view._pin is not None
+        original = view._let_go
+
+        def counted() -> None:
+            nonlocal let_go
+            let_go += 1
+            original()
+            # Right after: nothing read on demand is held but what changed since the save.
+            assert all(not view._s.lessons[i].moves for i in view._bare)
+            assert set(view._s.failures) <= view._dirty_failures
+        monkeypatch.setattr(view, "_let_go", counted)
+        for step in itertools.islice(steps, 400):
+            call(agent, step)
+            # Every answer as a fold from 0 gives it, whatever was let go before.
+            if step.kind == "query":
+                fresh = agent.runner.fresh(agent.log, view.position, [VIEW_NAME])[VIEW_NAME]
+                assert isinstance(fresh, LessonView)
+                project = step.fields["project"]
+                assert view.active_for(project) == fresh.active_for(project)
+        assert let_go > 2, "never let go: the test is blind"
+        assert view._pin is not None
+        assert view.dump() == rebuilt(agent, VIEW_NAME)
+    with open_ledger(home, sync=False) as again:
+        assert again.runner[VIEW_NAME].dump() == rebuilt(again, VIEW_NAME)
