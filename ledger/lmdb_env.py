@@ -143,15 +143,71 @@ def open_environment(
     return env
 
 
+def _free_past(data: str, size: int, psize: int, last: int, txnid: int) -> bool:
+    """True when every page from ``size`` to ``last`` is on the file's free list.
+
+    LMDB never writes a page a transaction allocated and freed again (a "loose" page,
+    left by deletions that merge pages): it goes on the free list unwritten, so a sound
+    file may end before the last page its meta page counts. Read from the file, not the
+    map: a page past the end of a mapped file kills the process. False when the free
+    tree cannot be read as it should (a page of it past the end, say).
+    """
+    def page(n: int) -> bytes:
+        if (n + 1) * psize > size:
+            raise ValueError(n)
+        return os.pread(fd, psize, n * psize)
+
+    free: set[int] = set()
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        # The meta page of the last transaction: its free tree's root (MDB_meta: magic,
+        # version, address, map size, then the free tree's MDB_db, whose root is last).
+        metas = [page(0), page(1)]
+        meta = next((m for m in metas
+                     if int.from_bytes(m[16 + 128:16 + 136], "little") == txnid), None)
+        if meta is None:
+            return False
+        stack = [int.from_bytes(meta[16 + 64:16 + 72], "little")]
+        while stack:
+            number = stack.pop()
+            if number == 2**64 - 1:
+                continue  # an empty free tree
+            raw = page(number)
+            flags, lower = (int.from_bytes(raw[i:i + 2], "little") for i in (10, 12))
+            for i in range((lower - 16) // 2):
+                at = int.from_bytes(raw[16 + 2 * i:18 + 2 * i], "little")
+                lo, hi, node, ksize = (int.from_bytes(raw[at + j:at + j + 2], "little")
+                                       for j in (0, 2, 4, 6))
+                if flags & 1:  # a branch: the child's page number
+                    stack.append(lo | hi << 16 | node << 32)
+                    continue
+                start, length = at + 8 + ksize, lo | hi << 16
+                if node & 1:  # the page list on overflow pages of its own
+                    first = int.from_bytes(raw[start:start + 8], "little")
+                    pages = int.from_bytes(page(first)[12:16], "little")
+                    body = b"".join(page(first + k) for k in range(pages))[16:16 + length]
+                else:
+                    body = raw[start:start + length]
+                ids = [int.from_bytes(body[k:k + 8], "little") for k in range(0, length, 8)]
+                free.update(ids[1:1 + ids[0]] if ids else ())
+    except (ValueError, OSError):
+        return False
+    finally:
+        os.close(fd)
+    return all(n in free for n in range(size // psize, last + 1))
+
+
 def check_length(env: lmdb.Environment, path: str) -> None:
     """Refuse (closing ``env``) a data file shorter than the pages its meta page uses.
 
     A file cut short maps pages past its end: reading them kills the process (SIGBUS)
     instead of raising, so the length is checked before anything is read.
     """
-    used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    info, psize = env.info(), env.stat()["psize"]
+    used = (info["last_pgno"] + 1) * psize
     size = os.path.getsize(os.path.join(path, "data.mdb"))
-    if size < used:
+    if size < used and not _free_past(os.path.join(path, "data.mdb"), size, psize,
+                                      info["last_pgno"], info["last_txnid"]):
         env.close()
         msg = (f"ledger home {path!r} is damaged: data.mdb has {size:,} bytes but its "
                f"pages reach {used:,}; restore the home from a backup")
