@@ -12,8 +12,10 @@ home open: it takes the same lock exclusively, and fails fast when it cannot.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ __all__ = [
     "LMDBHome",
     "acquire",
     "check_length",
+    "let_go_of_pages",
     "on_read_only_filesystem",
     "open_environment",
     "open_lock_file",
@@ -195,6 +198,33 @@ def _free_past(data: str, size: int, psize: int, last: int, txnid: int) -> bool:
     finally:
         os.close(fd)
     return all(n in free for n in range(size // psize, last + 1))
+
+
+_MADV_DONTNEED = 4
+
+
+def let_go_of_pages(path: str) -> None:
+    """Unmap the pages of ``path``'s ``data.mdb`` this process has mapped in.
+
+    Every page a process reads counts in its resident set, and the kernel maps up to 16
+    pages around each one read ("fault-around"; ``MADV_RANDOM`` does not stop it), so a
+    process that reads a big home here and there came to hold most of the file: on a
+    200,000-event home an agent's peak was 600 MB of the file beside 300 of its own.
+    The pages stay in the page cache and are mapped in again, unread, when next needed;
+    LMDB never rewrites a page that a live reader can see, so a read in progress reads
+    what it read before. Linux only; elsewhere nothing is done.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    target = os.path.join(path, "data.mdb")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].rstrip("\n") == target:
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                libc.madvise(start, end - start, _MADV_DONTNEED)
 
 
 def check_length(env: lmdb.Environment, path: str) -> None:
