@@ -110,10 +110,11 @@ _SAVE_EVERY = 20_000
 #: the longer the interval the fewer bytes per event (``lessonledger bench scale``
 #: measures them); reopening refolds at most this many events.
 _ROWS_EVERY = 5_000
-#: Commits between two drops of the pages of ``data.mdb`` mapped in (see
-#: :func:`~lessonledger.ledger.lmdb_env.let_go_of_pages`): measured on a 200,000-event
-#: home, 2,000 calls dropping every 100 peaked at 350 MB, not 608.
-_LET_GO_EVERY = 100
+#: Events folded between two drops of the pages of ``data.mdb`` mapped in (see
+#: :func:`~lessonledger.ledger.lmdb_env.let_go_of_pages`): about every 100 commits of one
+#: command, every few of a group commit. Measured on a 200,000-event home, 2,000 calls
+#: dropping every 100 commits peaked at 350 MB, not 608.
+_LET_GO_EVERY = 300
 
 
 class Ledger(CommandVerbs, ReadSide):
@@ -148,7 +149,7 @@ class Ledger(CommandVerbs, ReadSide):
     def _open_views(self, rules: Rules | None, embedder: Embedder | None) -> None:
         """Load the saved views and vector index, and bring them up to the head."""
         self._erased_since_rebuild = False
-        self._commits = 0
+        self._let_go_at = 0  # the position folded when the mapped pages were last let go
         self.runner = Runner(registry(rules), self._store)
         self._erasures = self.runner.erasures
         self.recaller = Recaller(Path(self._lmdb.path) / "vectors", self.log, self.view,
@@ -192,9 +193,9 @@ class Ledger(CommandVerbs, ReadSide):
             self.recaller.retired = True
 
     def _settle(self) -> None:
-        self._commits += 1
-        if self._commits % _LET_GO_EVERY == 0:
+        if self.runner.position - self._let_go_at >= _LET_GO_EVERY:
             let_go_of_pages(self._lmdb.path)
+            self._let_go_at = self.runner.position
         self._follow()
         if self._erased_since_rebuild:
             self._replace_saved()
