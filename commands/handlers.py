@@ -226,7 +226,9 @@ def _retire(cmd: RetireLesson, view: LessonView) -> list[Decided]:
 
 
 def _environment(cmd: DeclareEnvironmentChange, view: LessonView) -> list[Decided]:
-    old = next((r.fingerprint[cmd.component] for r in view.lessons.values()
+    # Briefs: a lesson's fingerprint is in its row, and reading every lesson's history
+    # (most of a big home's view) to find it would keep all of it in memory.
+    old = next((r.fingerprint[cmd.component] for r in view.briefs()
                 if r.scope == cmd.scope and cmd.component in r.fingerprint), "")
     return [Decided(EnvironmentChanged(scope=cmd.scope, component=cmd.component, old=old,
                                        new=cmd.new))]
@@ -238,7 +240,9 @@ def _reconcile(cmd: Reconcile, view: LessonView) -> list[Decided]:
     exempt = list(rules.no_decay)
     decided = [Decided(ReconcilePassed(now=now, decay=rules.decay, exempt=exempt))]
     survivors: dict[str, list[tuple[float, LessonRow]]] = {}
-    for row in view.lessons.values():
+    # Briefs: the pass reads figures alone, and a day's pass over every lesson's history
+    # read it all in (the fold reads the history of the lessons it moves).
+    for row in view.briefs():
         if not row.active:
             continue
         fades = row.in_play_epoch < view.epoch and row.longevity not in exempt

@@ -102,7 +102,7 @@ def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyE
     changed: dict[str, str] = {}
     if not event.fingerprint:
         return []
-    for row in view.active_for(event.project):
+    for row in view.active_for(event.project, history=False):  # fingerprints alone
         if row.scope != event.project:
             continue
         for component, value in event.fingerprint.items():

@@ -12,8 +12,10 @@ home open: it takes the same lock exclusively, and fails fast when it cannot.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ __all__ = [
     "LMDBHome",
     "acquire",
     "check_length",
+    "let_go_of_pages",
     "on_read_only_filesystem",
     "open_environment",
     "open_lock_file",
@@ -143,15 +146,98 @@ def open_environment(
     return env
 
 
+def _free_past(data: str, size: int, psize: int, last: int, txnid: int) -> bool:
+    """True when every page from ``size`` to ``last`` is on the file's free list.
+
+    LMDB never writes a page a transaction allocated and freed again (a "loose" page,
+    left by deletions that merge pages): it goes on the free list unwritten, so a sound
+    file may end before the last page its meta page counts. Read from the file, not the
+    map: a page past the end of a mapped file kills the process. False when the free
+    tree cannot be read as it should (a page of it past the end, say).
+    """
+    def page(n: int) -> bytes:
+        if (n + 1) * psize > size:
+            raise ValueError(n)
+        return os.pread(fd, psize, n * psize)
+
+    free: set[int] = set()
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        # The meta page of the last transaction: its free tree's root (MDB_meta: magic,
+        # version, address, map size, then the free tree's MDB_db, whose root is last).
+        metas = [page(0), page(1)]
+        meta = next((m for m in metas
+                     if int.from_bytes(m[16 + 128:16 + 136], "little") == txnid), None)
+        if meta is None:
+            return False
+        stack = [int.from_bytes(meta[16 + 64:16 + 72], "little")]
+        while stack:
+            number = stack.pop()
+            if number == 2**64 - 1:
+                continue  # an empty free tree
+            raw = page(number)
+            flags, lower = (int.from_bytes(raw[i:i + 2], "little") for i in (10, 12))
+            for i in range((lower - 16) // 2):
+                at = int.from_bytes(raw[16 + 2 * i:18 + 2 * i], "little")
+                lo, hi, node, ksize = (int.from_bytes(raw[at + j:at + j + 2], "little")
+                                       for j in (0, 2, 4, 6))
+                if flags & 1:  # a branch: the child's page number
+                    stack.append(lo | hi << 16 | node << 32)
+                    continue
+                start, length = at + 8 + ksize, lo | hi << 16
+                if node & 1:  # the page list on overflow pages of its own
+                    first = int.from_bytes(raw[start:start + 8], "little")
+                    pages = int.from_bytes(page(first)[12:16], "little")
+                    body = b"".join(page(first + k) for k in range(pages))[16:16 + length]
+                else:
+                    body = raw[start:start + length]
+                ids = [int.from_bytes(body[k:k + 8], "little") for k in range(0, length, 8)]
+                free.update(ids[1:1 + ids[0]] if ids else ())
+    except (ValueError, OSError):
+        return False
+    finally:
+        os.close(fd)
+    return all(n in free for n in range(size // psize, last + 1))
+
+
+_MADV_DONTNEED = 4
+
+
+def let_go_of_pages(path: str) -> None:
+    """Unmap the pages of ``path``'s ``data.mdb`` this process has mapped in.
+
+    Every page a process reads counts in its resident set, and the kernel maps up to 16
+    pages around each one read ("fault-around"; ``MADV_RANDOM`` does not stop it), so a
+    process that reads a big home here and there came to hold most of the file: on a
+    200,000-event home an agent's peak was 600 MB of the file beside 300 of its own.
+    The pages stay in the page cache and are mapped in again, unread, when next needed;
+    LMDB never rewrites a page that a live reader can see, so a read in progress reads
+    what it read before. Linux only; elsewhere nothing is done.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    target = os.path.join(path, "data.mdb")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].rstrip("\n") == target:
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                libc.madvise(start, end - start, _MADV_DONTNEED)
+
+
 def check_length(env: lmdb.Environment, path: str) -> None:
     """Refuse (closing ``env``) a data file shorter than the pages its meta page uses.
 
     A file cut short maps pages past its end: reading them kills the process (SIGBUS)
     instead of raising, so the length is checked before anything is read.
     """
-    used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    info, psize = env.info(), env.stat()["psize"]
+    used = (info["last_pgno"] + 1) * psize
     size = os.path.getsize(os.path.join(path, "data.mdb"))
-    if size < used:
+    if size < used and not _free_past(os.path.join(path, "data.mdb"), size, psize,
+                                      info["last_pgno"], info["last_txnid"]):
         env.close()
         msg = (f"ledger home {path!r} is damaged: data.mdb has {size:,} bytes but its "
                f"pages reach {used:,}; restore the home from a backup")

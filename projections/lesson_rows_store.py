@@ -8,17 +8,20 @@ A lesson's usage clocks, which every recall moves, are a row of their own, so a 
 rewrites sixteen bytes, not the lesson.
 
 Keys are a family byte and the item's ordinal (its place in the view's dict, which is
-the order it was first folded in), then what part of the item the row holds: so one
-lesson's rows sit together (LMDB rewrites every page a save touches, with the branch
-pages above it), and loading the rows in key order rebuilds every dict in the order a
-fold from position 0 makes it (the view's dump is the same bytes either way).
+the order it was first folded in), then what part of the item the row holds, and
+loading the rows in key order rebuilds every dict in the order a fold from position 0
+makes it (the view's dump is the same bytes either way). LMDB rewrites every page a
+save touches, with the branch pages above it, so rows that change together sit
+together: every lesson's usage clocks (a recall moves hundreds) in one family of
+sixteen-byte rows, the lessons' rows (what opening reads) in another, and their
+histories (read on demand) in a third.
 
 ===================  =========================================================
 ``h``                the header: position, epoch, erasure, adoptions, observed
 ``l`` + n            lesson n without its moves, evidence and usage clocks
-``l`` + n + ``u``    lesson n's usage clocks (last used, in play at epoch)
-``l`` + n + ``m`` c  chunk c of lesson n's moves
-``l`` + n + ``e`` c  chunk c of lesson n's evidence
+``U`` + n            lesson n's usage clocks (last used, in play at epoch)
+``H`` + n + ``m`` c  chunk c of lesson n's moves
+``H`` + n + ``e`` c  chunk c of lesson n's evidence
 ``x`` + id           an irregular outcome (:mod:`.outcome_table`), by its id
 ``F`` + key          the failures under ``key`` (``project|op|target``) and n
 ``R`` + name         session ``name``'s ordinal n
@@ -29,10 +32,13 @@ Failures and sessions are keyed by name, so a view opened on a big home reads on
 a query or a fold first needs it (:class:`~.store.PinnedRows`), and a lesson's moves and
 evidence when something first reads its history; the header counts failures and
 sessions, so a new one takes the next ordinal without reading the others, and lists
-what demoted lessons said, so no lesson's moves are read to know it. That is layout 2.
+what demoted lessons said, so no lesson's moves are read to know it. That is layout 3.
+Layout 2 kept a lesson's usage clocks, moves and evidence under the lesson
+(``l`` + n + ``u``, ``m`` c, ``e`` c): a save after a day's recalls rewrote nearly
+every page of the lessons, and opening read every history to reach the next lesson.
 Rows saved before keep failures and sessions by ordinal (``f`` + n: failure n and its
-key; ``r`` + n: session n's name), or have no such header: such a view is read whole
-and saved afresh in layout 2.
+key; ``r`` + n: session n's name), or have no such header. Such views are read whole
+and saved afresh in layout 3.
 
 Outcomes are not saved: the log holds them (:mod:`.outcome_table`) but for the irregular
 ones. Rows saved before that hold one per outcome (``o`` + n), read as irregular ones.
@@ -82,12 +88,14 @@ LESSON, OUTCOME, FAILURE, SESSION = b"l", b"o", b"f", b"r"
 #: Failures and sessions by name (from layout 1).
 FAILURE_BY_KEY, SESSION_BY_NAME = b"F", b"R"
 #: The layout :func:`state_rows` writes.
-LAYOUT = 2
+LAYOUT = 3
 IRREGULAR = b"x"
 #: What part of a lesson (or a session) a row under it holds.
 USAGE, MOVES, EVIDENCE, RECALLED = b"u", b"m", b"e", b"s"
+#: Lessons' usage clocks and histories, each a family of their own (from layout 3).
+USAGE_BY_LESSON, HISTORY = b"U", b"H"
 #: Which item family each part is kept under.
-_OWNER = {USAGE: LESSON, MOVES: LESSON, EVIDENCE: LESSON, RECALLED: SESSION}
+_OWNER = {MOVES: HISTORY, EVIDENCE: HISTORY, RECALLED: SESSION}
 
 
 class Header(msgspec.Struct, array_like=True):
@@ -125,6 +133,8 @@ _text = msgspec.msgpack.Decoder(str)
 
 def key(family: bytes, ordinal: int, chunk: int | None = None) -> bytes:
     """A row's key: its family (or part), the item's ordinal, a chunk number for a list."""
+    if family == USAGE:
+        return USAGE_BY_LESSON + ordinal.to_bytes(8, "big")
     owner = _OWNER.get(family)
     if owner is None:
         return family + ordinal.to_bytes(8, "big")
@@ -300,7 +310,7 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
             state.adoptions, state.observed = head.adoptions, head.observed
         elif family == LESSON:
             lessons[n] = _lesson.decode(value)
-        elif family == USAGE:
+        elif family in (USAGE, USAGE_BY_LESSON):  # layout 3's, or under the lesson
             used[n] = _usage.decode(value)
         elif family == MOVES:
             moves.setdefault(n, []).extend(_moves.decode(value))

@@ -170,6 +170,8 @@ class LessonView:
         self._no_session: set[str] = set()
         #: The position the rows were last saved at (what a newer snapshot must hold).
         self._base = 0
+        #: Saved since what was read on demand was last let go (:meth:`_let_go`).
+        self._let_go_due = False
 
     # -- persistence -----------------------------------------------------------------
 
@@ -229,9 +231,9 @@ class LessonView:
             pin.close()
             return view
         header = saved_rows.read_header(head)
-        # A lesson's row and usage clocks, not its moves and evidence (most of its bytes).
-        lessons = [(k, v) for k, v in pin.under(saved_rows.LESSON)
-                   if k[9:10] in (b"", saved_rows.USAGE)]
+        # Each lesson's row and usage clocks, two families of their own, not its moves and
+        # evidence (most of its bytes, in a third).
+        lessons = [*pin.under(saved_rows.LESSON), *pin.under(saved_rows.USAGE_BY_LESSON)]
         rows = [(saved_rows.HEADER, head), *lessons,
                 *pin.under(saved_rows.OUTCOME), *pin.under(saved_rows.IRREGULAR)]
         view = cls.load_rows(rows, rules, log)
@@ -340,9 +342,45 @@ class LessonView:
         self._recalled = dict(sorted(self._recalled.items(), key=lambda i: ordinal[i[0]]))
 
     def repin(self) -> None:
-        """Read from a newer snapshot when the store holds what this view last saved."""
+        """Read from a newer snapshot when the store holds what this view last saved.
+
+        Once it reads the snapshot of its own last save, what it read on demand and has
+        not changed since is let go (:meth:`_let_go`).
+        """
         if self._pin is not None:
             self._pin.renew(self._base)
+            if self._let_go_due and self._pin.position == self._base:
+                self._let_go()
+
+    def _let_go(self) -> None:
+        """Forget the history, failures and sessions read on demand that are as saved.
+
+        Read on demand and kept, they grew with every lesson, failure and session a
+        process ever met (a day's reconcile alone moves most lessons): an agent's memory
+        grew with the home. The snapshot now read is the view's own last save, and what
+        nothing changed since is in it as held here, so reading it again when next needed
+        gives the same (the dump reads everything first, in the order of the ordinals).
+        """
+        self._let_go_due = False
+        self._settle()
+        for lesson_id, n in self._lesson_n.items():
+            if lesson_id in self._bare or lesson_id in self._dirty_lessons:
+                continue
+            row = self._s.lessons.get(lesson_id)
+            if row is None:
+                continue
+            row.moves, row.evidence = [], []
+            self._evidence_sets.pop(lesson_id, None)
+            self._bare[lesson_id] = n
+        failures = self._s.failures
+        for key in [k for k in failures if k not in self._dirty_failures]:
+            del failures[key]
+        kept = self._dirty_sessions.union(self._new_sessions)
+        for name in [k for k in self._recalled if k not in kept]:
+            del self._recalled[name]
+            self._recalled_sets.pop(name, None)
+        self._no_failure.clear()
+        self._no_session.clear()
 
     def unpin(self) -> None:
         """Read every saved row not read yet, and let the snapshot go."""
@@ -422,6 +460,7 @@ class LessonView:
         self._saving = {}
         self._base = self._s.position
         self._forget_changes()
+        self._let_go_due = True
 
     def _lengths(self) -> dict[tuple[bytes, int], int]:
         lengths: dict[tuple[bytes, int], int] = {}

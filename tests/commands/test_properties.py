@@ -456,11 +456,30 @@ _FLIP: list[Step] = [
     Pass(days=31),
 ]
 
+#: Found by this property: dropping the saved view in the helper left data.mdb one page
+#: short of the pages its meta counts (a page freed in the transaction that allocated
+#: it is never written), which opening took for a damaged home.
+_LOOSE_TAIL: list[Step] = [
+    Retry(which=0), Retry(which=0), Recall(project=0, session=0),
+    Propose(session=0, outcome=None, pick=0, elsewhere=False, source="extractor",
+            longevity="tentative", text=0),
+    Observe(project=0, session=0, passed=True, ops=((0, 0, False, 2), (1, 0, True, 0)),
+            fingerprint=0, in_play=()),
+    Observe(project=0, session=0, passed=True, ops=((2, 1, False, 0), (3, 1, True, 0)),
+            fingerprint=1, in_play=()),
+    Observe(project=0, session=0, passed=True,
+            ops=((2, 0, False, 0), (1, 0, False, 0), (0, 0, True, 0)), fingerprint=0,
+            in_play=()),
+    Observe(project=0, session=1, passed=True, ops=((0, 0, False, 0), (1, 0, True, 0)),
+            fingerprint=0, in_play=()),
+]
+
 
 @settings(max_examples=30, deadline=None)
 @given(steps)
 @example(_PROMOTION)
 @example(_FLIP)
+@example(_LOOSE_TAIL)
 def test_rebuilt_replayed_and_reopened_views_equal_the_incremental_one(
     run: list[Step],
 ) -> None:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import lmdb
+import msgspec
 import pytest
 from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands import ledger as ledger_module
 from lessonledger.ops.bench.lifecycle import call, story
+from lessonledger.projections import lesson_rows_store as saved_rows
 from lessonledger.projections.audit_index import AuditIndex
 from lessonledger.projections.lessons import LessonView
 from lessonledger.projections.outcome_stats import OutcomeStats
@@ -100,3 +103,95 @@ def test_opening_reads_only_what_is_asked_for(tmp_path: Path) -> None:
         assert row.moves == history
         assert lesson not in bare
         assert len(bare) == len(again.view._s.lessons) - 1
+
+
+def test_what_was_read_on_demand_is_let_go_once_saved_and_read_again_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An agent's memory grew with every lesson history, failure and session it read:
+    # after each save of its own it forgets what is as saved, and reads it again.
+    monkeypatch.setattr(ledger_module, "_ROWS_EVERY", 40)
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 400):
+            call(ledger, step)
+    let_go = 0
+    with open_ledger(home, sync=False) as agent:
+        view = agent.view
+        assert view._pin is not None
+        original = view._let_go
+
+        def counted() -> None:
+            nonlocal let_go
+            let_go += 1
+            original()
+            # Right after: nothing read on demand is held but what changed since the save.
+            assert all(not view._s.lessons[i].moves for i in view._bare)
+            assert set(view._s.failures) <= view._dirty_failures
+        monkeypatch.setattr(view, "_let_go", counted)
+        for step in itertools.islice(steps, 400):
+            call(agent, step)
+            # Every answer as a fold from 0 gives it, whatever was let go before.
+            if step.kind == "query":
+                fresh = agent.runner.fresh(agent.log, view.position, [VIEW_NAME])[VIEW_NAME]
+                assert isinstance(fresh, LessonView)
+                project = step.fields["project"]
+                assert view.active_for(project) == fresh.active_for(project)
+        assert let_go > 2, "never let go: the test is blind"
+        assert view._pin is not None
+        assert view.dump() == rebuilt(agent, VIEW_NAME)
+    with open_ledger(home, sync=False) as again:
+        assert again.runner[VIEW_NAME].dump() == rebuilt(again, VIEW_NAME)
+
+
+def _as_layout_2(home: str) -> int:
+    """Rewrite a closed home's saved lesson rows as layout 2 kept them; how many moved."""
+    env = lmdb.open(home, max_dbs=128)
+    prefix, moved = b"lessons/", 0
+    try:
+        with env.begin(write=True) as txn:
+            db = env.open_db(b"views", txn=txn)
+            rows = [(bytes(k), bytes(v)) for k, v in txn.cursor(db=db)
+                    if bytes(k).startswith(prefix)]
+            for k, v in rows:
+                rest = k[len(prefix):]
+                if rest[:1] == saved_rows.USAGE_BY_LESSON:
+                    new = saved_rows.LESSON + rest[1:9] + saved_rows.USAGE
+                elif rest[:1] == saved_rows.HISTORY:
+                    new = saved_rows.LESSON + rest[1:]
+                elif rest == saved_rows.HEADER:
+                    head = msgspec.msgpack.decode(v)
+                    head[5] = 2
+                    txn.put(k, msgspec.msgpack.encode(head), db=db)
+                    continue
+                else:
+                    continue
+                txn.delete(k, db=db)
+                txn.put(prefix + new, v, db=db)
+                moved += 1
+    finally:
+        env.close()
+    return moved
+
+
+def test_rows_saved_in_layout_2_are_read_whole_and_saved_afresh_in_layout_3(
+        tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 300):
+            call(ledger, step)
+        expected = ledger.view.dump()
+    assert _as_layout_2(home) > 0
+    with open_ledger(home, sync=False) as again:
+        assert again.view._pin is None  # an older layout: read whole
+        assert again.view.dump() == expected
+        for step in itertools.islice(steps, 20):
+            call(again, step)
+    with open_ledger(home, sync=False) as third:
+        view = third.view
+        assert view._pin is not None, "not saved afresh in layout 3"
+        kept = view._pin.under()
+        assert not [k for k, _ in kept if k[:1] == saved_rows.LESSON and len(k) > 9]
+        assert [k for k, _ in kept if k[:1] == saved_rows.USAGE_BY_LESSON]
+        assert view.dump() == rebuilt(third, VIEW_NAME)
