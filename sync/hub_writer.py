@@ -22,8 +22,6 @@ and SIGTERM: the front drains it.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -54,6 +52,7 @@ from lessonledger.sync.authority import (
     require_admin,
     require_own_principal,
 )
+from lessonledger.sync.orphans import die_with_parent
 from lessonledger.sync.protocol import SyncReplyFrame
 from lessonledger.sync.service import SyncService
 
@@ -66,9 +65,6 @@ log = logging.getLogger("lessonledger.hub")
 GRANTS_EVERY = 0.5
 #: Milliseconds between two looks at the parent while no work comes.
 PARENT_EVERY_MS = 50
-#: Linux's prctl option asking for a signal when the parent exits.
-_PR_SET_PDEATHSIG = 1
-
 #: Message tags, front to writer.
 WORK, GRANTS, STOP = b"w", b"g", b"s"
 
@@ -490,14 +486,6 @@ def _authorized(ledger: Ledger, access: Access, item: Any) -> Any:
 # -- the process -----------------------------------------------------------------------------
 
 
-def _on_parent_death() -> None:
-    """Ask the kernel to kill this process when the front exits (Linux); else a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
 
 def serve(config: dict[str, Any]) -> None:
     """Open the home and serve the front the config names until it says stop."""
@@ -525,7 +513,7 @@ def serve(config: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """The writer process: its JSON config is the one command-line argument."""
     config = json.loads((argv if argv is not None else sys.argv[1:])[0])
-    _on_parent_death()
+    die_with_parent(signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=config["log_level"], stream=sys.stderr,

@@ -19,8 +19,6 @@ which drains the workers itself.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
 import shutil
@@ -36,6 +34,7 @@ import zmq
 from lessonledger.commands.read_side import Reader
 from lessonledger.sync import wire
 from lessonledger.sync.authority import Access
+from lessonledger.sync.orphans import die_with_parent
 from lessonledger.sync.queries import answer_bytes
 
 __all__ = ["DIR_PREFIX", "READY", "STOP", "main", "serve"]
@@ -52,22 +51,11 @@ DIR_PREFIX = "lessonledger-hub-"
 PARENT_EVERY_MS = 200
 #: Seconds an exiting worker waits to see whether its hub is gone (see _parent_gone).
 PARENT_GONE_WAIT = 1.0
-#: Linux's prctl option asking for a signal when the parent exits.
-_PR_SET_PDEATHSIG = 1
-
 _seconds = struct.Struct(">d")
 _access = msgspec.msgpack.Decoder(Access)
 _query = msgspec.msgpack.Decoder(wire.QueryRequest)
 _request = struct.Struct(">Q")
 
-
-def _on_parent_death() -> None:
-    """Ask the kernel for SIGTERM when the parent exits (Linux); elsewhere a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -145,7 +133,7 @@ def _remove_endpoint_dir(endpoint: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """The worker process: ``ENDPOINT HOME PARENT_PID NAME`` on the command line."""
     endpoint, home, parent, name = (argv if argv is not None else sys.argv[1:])
-    _on_parent_death()
+    die_with_parent(signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminate)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
