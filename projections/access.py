@@ -24,7 +24,6 @@ from lessonledger.ledger.events import (
     decode_event,
 )
 from lessonledger.ledger.log import Record
-from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["AccessView", "Grant", "key_stream"]
@@ -124,15 +123,6 @@ class AccessView(StateView[_State]):
     folds: ClassVar[frozenset[str] | None] = NAMES_A_KEY
     reads: ClassVar[frozenset[str]] = NAMES_A_KEY
     decodes: ClassVar[frozenset[str]] = NAMES_A_KEY
-
-    def apply(self, record: Record) -> None:
-        """Fold one record in (every record moves the position)."""
-        self.fold(record, shared_event(record.payload)
-                  if record.envelope.type in self.decodes else None)
-
-    def skip_to(self, position: int) -> None:
-        """Move the position over records that are not about a key."""
-        self._s.position = position
 
     def fold(self, record: Record, event: AnyEvent | None) -> None:
         """As :meth:`apply`, given the body decoded once for every view (or None)."""

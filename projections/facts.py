@@ -21,7 +21,6 @@ from lessonledger.ledger.events import (
     tag_of,
 )
 from lessonledger.ledger.log import Record
-from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["FactRow", "FactView"]
@@ -85,15 +84,6 @@ class FactView(StateView[_State]):
     folds: ClassVar[frozenset[str] | None] = _FOLDS
     reads: ClassVar[frozenset[str]] = _FOLDS
     decodes: ClassVar[frozenset[str]] = _FOLDS
-
-    def apply(self, record: Record) -> None:
-        """Fold one record in (every record moves the position)."""
-        self.fold(record, shared_event(record.payload)
-                  if record.envelope.type in self.decodes else None)
-
-    def skip_to(self, position: int) -> None:
-        """Move the position over records of types it does not fold."""
-        self._s.position = position
 
     def fold(self, record: Record, event: AnyEvent | None) -> None:
         """As :meth:`apply`, given the body decoded once for every view (or None)."""

@@ -40,7 +40,6 @@ from lessonledger.ledger.objects import (
     segment_id,
     snapshot_id,
 )
-from lessonledger.projections.body import shared_event
 from lessonledger.projections.state_view import StateCodec, StateView
 
 __all__ = ["ErasureRow", "NamedSnapshot", "ObjectView"]
@@ -121,11 +120,6 @@ class ObjectView(StateView[_State]):
     folds: ClassVar[frozenset[str] | None] = None
     reads: ClassVar[frozenset[str]] = _READS
     decodes: ClassVar[frozenset[str]] = _READS
-
-    def apply(self, record: Record) -> None:
-        """Fold one record: its envelope into the open segment, its event if ours."""
-        self.fold(record, shared_event(record.payload)
-                  if record.envelope.type in self.decodes else None)
 
     def skip_to(self, position: int) -> None:
         """Never called: every record's envelope goes into a segment."""

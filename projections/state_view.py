@@ -1,8 +1,9 @@
 """What the small views share: one msgspec state with its position, dumped and loaded whole.
 
 The access, delta, fact and object views each keep their whole state in one Struct whose
-``position`` field is the last position folded. Their position, :meth:`dump` and
-:meth:`load` are this base's; a view rebuilds what it derives from the state (an index by
+``position`` field is the last position folded. Their position, :meth:`apply`,
+:meth:`skip_to`, :meth:`dump` and :meth:`load` are this base's (each folds in
+:meth:`StateView.fold`); a view rebuilds what it derives from the state (an index by
 key, say) in :meth:`StateView._loaded`. They stay saved whole: each is a few hundred
 kilobytes at most in a home of millions of events.
 """
@@ -12,6 +13,9 @@ from __future__ import annotations
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 import msgspec
+from lessonledger.ledger.events import AnyEvent
+from lessonledger.ledger.log import Record
+from lessonledger.projections.body import shared_event
 
 __all__ = ["StateCodec", "StateView"]
 
@@ -37,6 +41,25 @@ class StateView(Generic[S]):
 
     _codec: ClassVar[StateCodec[Any]]
     _s: S
+
+    #: The types it folds (None: every record; the runner hands it no other), those whose
+    #: bodies it reads, and those whose catalogue event it takes decoded from the runner.
+    folds: ClassVar[frozenset[str] | None]
+    reads: ClassVar[frozenset[str]]
+    decodes: ClassVar[frozenset[str]]
+
+    def apply(self, record: Record) -> None:
+        """Fold one record in (every record moves the position, erased or not)."""
+        self.fold(record, shared_event(record.payload)
+                  if record.envelope.type in self.decodes else None)
+
+    def skip_to(self, position: int) -> None:
+        """Move the position over records of types it does not fold."""
+        self._s.position = position
+
+    def fold(self, record: Record, event: AnyEvent | None) -> None:
+        """As :meth:`apply`, given the body decoded once for every view (or None)."""
+        raise NotImplementedError
 
     @property
     def position(self) -> int:
