@@ -387,7 +387,10 @@ class Hub:
         while time.monotonic() < deadline:
             if writer.reports.poll(100, zmq.POLLIN):
                 parts = writer.reports.recv_multipart()
-                if _report.decode(parts[0]).kind == "ready":
+                report = _report.decode(parts[0])
+                if report.kind == "failed":
+                    raise LedgerConfigError(report.error)
+                if report.kind == "ready":
                     self._forward(None, pub, parts)
                     return
             code = writer.exited(now=True)

@@ -91,7 +91,8 @@ class Report(msgspec.Struct, array_like=True):
     Attributes:
         kind: ``ready``, ``batch``, ``sync`` (replies sent at once), ``checked`` (a
             status or subscribe request's grant: the reply is empty if in force, else
-            the refusal), ``grants`` (they changed), ``asked`` (asked for) or ``done``.
+            the refusal), ``grants`` (they changed), ``asked`` (asked for), ``done``,
+            or ``failed`` (it could not open the home: ``error`` says why).
         head: the head after it; -1 when it did not move.
         taken: the :attr:`Work.seq` of every request the batch took, answered.
         batch: requests, events and seconds of a group commit.
@@ -105,6 +106,7 @@ class Report(msgspec.Struct, array_like=True):
     batch: tuple[int, int, float] | None = None
     refused: list[str] = []
     grants: bytes = b""
+    error: str = ""
 
 
 _works = msgspec.msgpack.Decoder(list[Work])
@@ -501,7 +503,14 @@ def serve(config: dict[str, Any]) -> None:
     inbox.connect(config["work"])
     outbox.connect(config["reports"])
     try:
-        with Ledger(config["home"], sync=config["sync"]) as ledger:
+        try:
+            ledger = Ledger(config["home"], sync=config["sync"])
+        except LessonLedgerError as e:
+            # Told to the front, which stops with it as its one-line error (a traceback
+            # on the hub's stderr would say the same in thirty lines).
+            outbox.send_multipart([_encoder.encode(Report("failed", error=str(e)))])
+            raise SystemExit(2) from None
+        with ledger:
             Writer(ledger, inbox, outbox, max_batch=config["max_batch"],
                    commit_delay=config["commit_delay"], parent=config["parent"]).run()
     finally:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from hubtools import HubProcess, outcome
+from hubtools import HubProcess, free_ports, lessonledger, outcome
 from lessonledger.commands import Ledger
 from lessonledger.ledger.verify import verify
 from lessonledger.sync import RemoteLedger
@@ -144,3 +145,19 @@ def test_sigterm_under_load_answers_every_taken_command_and_exits_0(tmp_path: Pa
         server.kill()
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_home_the_writer_cannot_open_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    home = tmp_path / "hub"
+    subprocess.run([lessonledger(), "--home", str(home), "init"], check=True,
+                   capture_output=True)
+    (home / "data.mdb").write_bytes(os.urandom(4096))  # damaged: not an LMDB file
+    port, _ = free_ports()
+    done = subprocess.run([lessonledger(), "--home", str(home), "serve", "--bind",
+                           f"tcp://127.0.0.1:{port}", "--query-workers", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    # The writer's error itself, once: not its traceback, not "see the log".
+    assert len(lines) == 1, done.stderr
+    assert "cannot open ledger home" in lines[0], lines
