@@ -41,7 +41,6 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.log import Record
 from lessonledger.projections import lesson_rows_store as saved_rows
-from lessonledger.projections.body import shared_event
 from lessonledger.projections.lesson_rows import (
     ACTIVE,
     Adoption,
@@ -57,6 +56,7 @@ from lessonledger.projections.lesson_rows import (
 )
 from lessonledger.projections.outcome_table import OutcomeLog, OutcomeTable
 from lessonledger.projections.rules import RULES_VERSION, Rules, clamp, rules_from
+from lessonledger.projections.state_view import TypedFold
 from lessonledger.projections.store import PinnedRows
 
 __all__ = [
@@ -99,7 +99,7 @@ _ORDER = attrgetter("order")
 _RECENT_SESSIONS = 256
 
 
-class LessonView:
+class LessonView(TypedFold[State]):
     """Folds lesson and outcome events into rows; queries read the rows."""
 
     def __init__(self, rules: Rules | None = None) -> None:
@@ -702,15 +702,6 @@ class LessonView:
     folds: ClassVar[frozenset[str] | None] = FOLDED
     reads: ClassVar[frozenset[str]] = FOLDED
     decodes: ClassVar[frozenset[str]] = FOLDED - {_RECALLED}
-
-    def apply(self, record: Record) -> None:
-        """Fold one record in; records must come in position order."""
-        self.fold(record, shared_event(record.payload)
-                  if record.envelope.type in self.decodes else None)
-
-    def skip_to(self, position: int) -> None:
-        """Move the position over records of types it does not fold."""
-        self._s.position = position
 
     def fold(self, record: Record, event: AnyEvent | None) -> None:
         """As :meth:`apply`, given the body decoded once for every view (or None)."""

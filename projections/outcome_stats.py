@@ -21,7 +21,7 @@ from typing import ClassVar
 import msgspec
 from lessonledger.ledger.events import OUTCOME_OBSERVED, AnyEvent, OutcomeObserved
 from lessonledger.ledger.log import Record
-from lessonledger.projections.body import shared_event
+from lessonledger.projections.state_view import TypedFold
 from lessonledger.projections.store import PinnedRows
 
 __all__ = ["OperationStats", "OutcomeStats", "ProjectStats"]
@@ -69,7 +69,7 @@ _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
 
 
-class OutcomeStats:
+class OutcomeStats(TypedFold[_State]):
     """The view: :class:`ProjectStats` by project digest."""
 
     def __init__(self) -> None:
@@ -133,15 +133,6 @@ class OutcomeStats:
     folds: ClassVar[frozenset[str] | None] = _FOLDS
     reads: ClassVar[frozenset[str]] = _FOLDS
     decodes: ClassVar[frozenset[str]] = _FOLDS
-
-    def apply(self, record: Record) -> None:
-        """Fold one record in; only an outcome with its body counts."""
-        self.fold(record, shared_event(record.payload)
-                  if record.envelope.type in self.decodes else None)
-
-    def skip_to(self, position: int) -> None:
-        """Move the position over records that are not outcomes."""
-        self._s.position = position
 
     def fold(self, record: Record, event: AnyEvent | None) -> None:
         """As :meth:`apply`, given the body decoded once for every view (or None)."""

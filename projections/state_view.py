@@ -17,7 +17,7 @@ from lessonledger.ledger.events import AnyEvent
 from lessonledger.ledger.log import Record
 from lessonledger.projections.body import shared_event
 
-__all__ = ["StateCodec", "StateView"]
+__all__ = ["StateCodec", "StateView", "TypedFold"]
 
 
 class _Positioned(Protocol):
@@ -36,10 +36,14 @@ class StateCodec(Generic[S]):
         self.decode = msgspec.msgpack.Decoder(kind).decode
 
 
-class StateView(Generic[S]):
-    """A view whose state is one Struct: its position, dump and load."""
+class TypedFold(Generic[S]):
+    """A view that folds the record types it names, its position in its state's field.
 
-    _codec: ClassVar[StateCodec[Any]]
+    The state views below, the lesson view and the outcome statistics share this: the
+    runner hands each only the types in :attr:`folds`, with the catalogue event decoded
+    once for all of them when the type is in :attr:`decodes`.
+    """
+
     _s: S
 
     #: The types it folds (None: every record; the runner hands it no other), those whose
@@ -60,6 +64,12 @@ class StateView(Generic[S]):
     def fold(self, record: Record, event: AnyEvent | None) -> None:
         """As :meth:`apply`, given the body decoded once for every view (or None)."""
         raise NotImplementedError
+
+
+class StateView(TypedFold[S]):
+    """A view whose state is one Struct: its position, dump and load."""
+
+    _codec: ClassVar[StateCodec[Any]]
 
     @property
     def position(self) -> int:
