@@ -136,6 +136,10 @@ class LessonView(TypedFold[State]):
         #: per recall that listed it.
         self._usage: dict[str, tuple[int, int]] = {}
         self._evidence_sets: dict[UUID, set[UUID]] = {}
+        #: A set beside each lesson's ``sessions`` list, with the list it was made from:
+        #: a long-lived lesson counts hundreds of sessions, and a confirmation asks
+        #: whether its own is one of them.
+        self._session_sets: dict[UUID, tuple[list[str], set[str]]] = {}
         #: What demoted lessons said (``same_as``): known not to hold in every project.
         self._demoted: set[tuple[str, str, str, str]] = set()
         self._generations: dict[str, int] = {}
@@ -877,8 +881,16 @@ class LessonView(TypedFold[State]):
             if project in row.projects:
                 row.projects.remove(project)
             row.projects.append(project)
-            if session and session not in row.sessions:
-                row.sessions.append(session)
+            if session:
+                kept = self._session_sets.get(lesson_id)
+                # Made again when the row's list was replaced or grew elsewhere (a
+                # promotion's merge, an erasure's refold).
+                if kept is None or kept[0] is not row.sessions \
+                        or len(kept[1]) != len(row.sessions):
+                    kept = self._session_sets[lesson_id] = (row.sessions, set(row.sessions))
+                if session not in kept[1]:
+                    kept[1].add(session)
+                    row.sessions.append(session)
             if row.status == "claimed":
                 row.status = "trial"
             if row.status == "trial" and len(row.sessions) >= rules.trusted_sessions:
