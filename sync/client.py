@@ -151,7 +151,7 @@ class RemoteLedger(CommandVerbs):
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.MAXMSGSIZE, 4 * wire.MAX_FRAME_BYTES)
+            sock.setsockopt(zmq.MAXMSGSIZE, wire.MAX_REPLY_BYTES)
             self._secure(sock)
             sock.connect(self.endpoint)
             self._socket = sock
@@ -203,7 +203,7 @@ class RemoteLedger(CommandVerbs):
         while (left := until - time.monotonic()) > 0:
             if not sock.poll(int(left * 1000) + 1, zmq.POLLIN):
                 return None
-            frame = wire.decode_frame(sock.recv())
+            frame = wire.decode_frame(sock.recv(), limit=wire.MAX_REPLY_BYTES)
             if frame.id not in (request, 0):
                 continue  # the answer to an earlier try, after its resend
             reply: msgspec.Struct = wire.decode_body(frame)

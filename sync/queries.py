@@ -275,8 +275,8 @@ def _lesson_scope(reader: Reader, lesson_id: UUID) -> str | None:
 
 
 def answer_bytes(reader: Reader, access: Access, query: wire.QueryRequest,
-                 request: int) -> bytes:
-    """The reply frame to one query: its answer, or its refusal."""
+                 request: int, *, limit: int = wire.MAX_REPLY_BYTES) -> bytes:
+    """The reply frame to one query: its answer, or its refusal (an answer over ``limit``)."""
     try:
         value = answer(reader, access, query)
         body: msgspec.Struct = wire.Answer(msgspec.Raw(msgspec.msgpack.encode(value)))
@@ -284,4 +284,11 @@ def answer_bytes(reader: Reader, access: Access, query: wire.QueryRequest,
         body = wire.refusal(e)
     except msgspec.ValidationError as e:
         body = wire.refusal(InvalidCommandError(f"invalid {query.query} query: {e}"))
-    return wire.encode_frame(body, request)
+    frame = wire.encode_frame(body, request)
+    if len(frame) > limit:
+        # Sent anyway, libzmq at the client would drop it and the client retry in vain.
+        return wire.encode_frame(wire.refusal(wire.WireError(
+            f"the answer to this {query.query} query is {len(frame):,} bytes, over the "
+            f"{limit:,} a reply may be; ask for less (one --project, "
+            "without --all)", "oversize")), request)
+    return frame

@@ -31,6 +31,7 @@ __all__ = [
     "KINDS",
     "MAX_BATCH_COMMANDS",
     "MAX_FRAME_BYTES",
+    "MAX_REPLY_BYTES",
     "PROTOCOL_VERSION",
     "QUERIES",
     "Answer",
@@ -65,6 +66,11 @@ PROTOCOL_VERSION: Final = 1
 #: Largest frame accepted: one maximal event submission, plus room for the framing. A
 #: batch of commands must fit too; larger work is split by the sender.
 MAX_FRAME_BYTES: Final = MAX_SUBMISSION_BYTES + (64 << 10)
+#: Largest reply a client takes. A request is held to :data:`MAX_FRAME_BYTES` because a
+#: hub must read what anyone sends it; a reply comes from the hub the client chose, and
+#: some answers (the catalogue of a project with many long lessons) outgrow a request.
+#: Held to what one sync chunk may be; an answer over it is refused at the hub.
+MAX_REPLY_BYTES: Final = 64 << 20
 #: Commands one batch request carries at most. A batch is one transaction on the hub's
 #: single writer, and every other client waits while it runs. Measured on 2 shared cores
 #: (load 4): a batch of 500 outcomes took 0.1-0.25 s through a hub (0.25-0.75 s with two
