@@ -196,7 +196,8 @@ class _WriterLink:
         endpoints = {"work": f"ipc://{directory}/work", "reports": f"ipc://{directory}/reports"}
         self.work.bind(endpoints["work"])
         self.reports.bind(endpoints["reports"])
-        args = {"home": config.home, "sync": config.sync, "max_batch": config.max_batch,
+        args = {"home": config.home, "bind": config.bind, "sync": config.sync,
+                "max_batch": config.max_batch,
                 "commit_delay": config.commit_delay, "parent": os.getpid(),
                 "log_level": log.getEffectiveLevel(), **endpoints}
         self.proc = subprocess.Popen(

@@ -52,6 +52,7 @@ from lessonledger.sync.authority import (
     require_admin,
     require_own_principal,
 )
+from lessonledger.sync.hub_lock import hold
 from lessonledger.sync.orphans import die_with_parent
 from lessonledger.sync.protocol import SyncReplyFrame
 from lessonledger.sync.service import SyncService
@@ -504,7 +505,12 @@ def serve(config: dict[str, Any]) -> None:
     outbox.connect(config["reports"])
     try:
         try:
+            # Held until this process ends; taken before the home is opened (which may
+            # fold and save views) where there is a home to hold it in.
+            held = os.path.isdir(config["home"]) and hold(config["home"], config["bind"])
             ledger = Ledger(config["home"], sync=config["sync"])
+            if not held:
+                hold(config["home"], config["bind"])
         except LessonLedgerError as e:
             # Told to the front, which stops with it as its one-line error (a traceback
             # on the hub's stderr would say the same in thirty lines).
