@@ -23,9 +23,9 @@ from lessonledger.ledger.errors import LedgerConfigError
 __all__ = ["HUB_LOCK", "HubRunningError", "hold"]
 
 HUB_LOCK = "hub.lock"
-#: How long a starting hub waits for one that is stopping (its writer exits at once
-#: when its front dies, but not in the same instant).
-WAIT = 5.0
+#: How long a starting hub waits for one that is stopping (its writer is killed when
+#: its front dies, but not in the same instant).
+WAIT = 1.0
 
 
 class HubRunningError(LedgerConfigError):
