@@ -51,6 +51,7 @@ from lessonledger.projections.lesson_rows import (
     State,
     Status,
     failure_key,
+    grown,
     state_decoder,
     state_encoder,
 )
@@ -815,6 +816,7 @@ class LessonView(TypedFold[State]):
 
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
+        row.moves = grown(row.moves)  # a listing may share it
         row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
@@ -872,12 +874,14 @@ class LessonView(TypedFold[State]):
                 known = self._evidence_sets[lesson_id] = set(row.evidence)
             if outcome_id not in known:
                 known.add(outcome_id)
+                row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
             if project in row.projects:
                 row.projects.remove(project)
             row.projects.append(project)
             if session and session not in row.sessions:
+                row.sessions = grown(row.sessions)
                 row.sessions.append(session)
             if row.status == "claimed":
                 row.status = "trial"
@@ -921,8 +925,10 @@ class LessonView(TypedFold[State]):
             merged = self._row(merged_id)
             if merged is None:
                 continue
-            row.evidence += [o for o in merged.evidence if o not in row.evidence]
-            row.sessions += [s for s in merged.sessions if s not in row.sessions]
+            row.evidence = [*row.evidence,
+                            *(o for o in merged.evidence if o not in row.evidence)]
+            row.sessions = [*row.sessions,
+                            *(s for s in merged.sessions if s not in row.sessions)]
             row.confidence = max(row.confidence, merged.confidence)
         if row.status == "trial" and len(row.sessions) >= self.rules.trusted_sessions:
             row.status = "trusted"
