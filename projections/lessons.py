@@ -70,6 +70,7 @@ __all__ = [
     "OutcomeRow",
     "Status",
     "failure_key",
+    "strongest_first",
 ]
 
 
@@ -100,6 +101,12 @@ _ORDER = attrgetter("order")
 _RECENT_SESSIONS = 256
 
 
+def strongest_first(row: LessonRow) -> tuple[float, int, int]:
+    """The order :meth:`LessonView.active_for` lists lessons in, as a sort key."""
+    # By the id's int: the same order as by its text, without formatting 400 UUIDs.
+    return (-row.confidence, -row.last_evidence_at, row.lesson_id.int)
+
+
 class LessonView(TypedFold[State]):
     """Folds lesson and outcome events into rows; queries read the rows."""
 
@@ -116,6 +123,13 @@ class LessonView(TypedFold[State]):
         self._by_scope: dict[str, set[UUID]] = {}
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
+        #: Lessons an outcome can confirm or contradict (active, or claims) by scope and
+        #: target: attribution reads the few on an outcome's targets, not every lesson.
+        self._by_target: dict[tuple[str, str], set[UUID]] = {}
+        self._targeted: dict[UUID, tuple[str, str]] = {}
+        #: By lesson, the lessons superseded as ``replaced`` by it (a merge, an edit):
+        #: whoever was shown one of them acted on it (see :meth:`replacing`).
+        self._replaced: dict[UUID, set[UUID]] = {}
         self._retired: set[UUID] = set()
         #: By session, the lessons recalled in it, as numbers into ``_id_texts``: four
         #: bytes an entry, where the ids' text took about ninety (a big home recalls
@@ -508,6 +522,8 @@ class LessonView(TypedFold[State]):
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_text[str(row.lesson_id)] = row
+            if row.superseded_by is not None and row.reason == "replaced":
+                view._replaced.setdefault(row.superseded_by, set()).add(row.lesson_id)
             if any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
@@ -543,17 +559,52 @@ class LessonView(TypedFold[State]):
         """How many reconcile passes have run."""
         return self._s.epoch
 
-    def active_for(self, project: str, *, history: bool = True) -> list[LessonRow]:
+    def active_for(self, project: str, *, history: bool = True,
+                   targets: Iterable[str] | None = None) -> list[LessonRow]:
         """Active lessons a project may see: its own and global ones, strongest first.
 
         Without ``history`` the rows are as :meth:`brief` gives them (for a ranking that
-        reads no lesson's moves or evidence).
+        reads no lesson's moves or evidence). With ``targets``, only those on them.
         """
         lessons = self.lessons if history else self._briefs()
-        ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
+        if targets is None:
+            ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
+        else:
+            listed = self._listed  # the active ones
+            ids = [i for i in self.attributable((project, "global"), targets) if i in listed]
         rows = [lessons[i] for i in ids]
-        # By the id's int: the same order as by its text, without formatting 400 UUIDs.
-        return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, r.lesson_id.int))
+        return sorted(rows, key=strongest_first)
+
+    def attributable(self, scopes: Iterable[str], targets: Iterable[str]) -> list[UUID]:
+        """Lessons in these scopes on these targets that are active or claims.
+
+        What an outcome on those targets can confirm or contradict; in no set order.
+        """
+        index, targets = self._by_target, tuple(targets)
+        return [i for scope in scopes for target in targets
+                for i in index.get((scope, target), ())]
+
+    def replacing(self, lesson_id: UUID) -> list[UUID]:
+        """Lessons superseded as ``replaced`` by this one, in no set order.
+
+        Candidates: one proposed again under its old id since is no longer replaced, so
+        a caller checks the row (``superseded_by``, ``reason``) itself.
+        """
+        return list(self._replaced.get(lesson_id, ()))
+
+    def recalled_place(self, session: str, lesson_id: UUID) -> int | None:
+        """Where a lesson is among those recalled in a session (None: not recalled there).
+
+        The same place it has in :meth:`recalled_in`, found without making that list.
+        """
+        numbers = self._session(session)
+        n = self._id_numbers.get(str(lesson_id)) if numbers else None
+        if n is None or numbers is None:
+            return None
+        try:
+            return numbers.index(n)
+        except ValueError:
+            return None
 
     def to_adopt(self) -> Rules | None:
         """The rules to record as adopted before this holder's next write, if any.
@@ -628,6 +679,14 @@ class LessonView(TypedFold[State]):
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
+        targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
+        if self._targeted.get(lesson_id) != targeted:
+            before = self._targeted.pop(lesson_id, None)
+            if before is not None:
+                self._by_target[before].discard(lesson_id)
+            if targeted is not None:
+                self._by_target.setdefault(targeted, set()).add(lesson_id)
+                self._targeted[lesson_id] = targeted
         listed = self._listed.get(lesson_id)
         self._touched(row.scope)
         if row.active and listed is not None and listed[0] == row.scope \
@@ -877,9 +936,7 @@ class LessonView(TypedFold[State]):
                 row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
-            if project in row.projects:
-                row.projects.remove(project)
-            row.projects.append(project)
+            row.projects = [*(p for p in row.projects if p != project), project]
             if session and session not in row.sessions:
                 row.sessions = grown(row.sessions)
                 row.sessions.append(session)
@@ -910,6 +967,8 @@ class LessonView(TypedFold[State]):
         row.status = statuses.get(event.reason, "superseded")
         row.superseded_by = event.by
         row.reason = event.reason
+        if event.by is not None and event.reason == "replaced":
+            self._replaced.setdefault(event.by, set()).add(event.lesson_id)
         self._move(row, position, LESSON_SUPERSEDED, None,
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 
@@ -920,7 +979,7 @@ class LessonView(TypedFold[State]):
         row.scope = "global"
         for project in event.projects:
             if project not in row.projects:
-                row.projects.append(project)
+                row.projects = [*row.projects, project]
         for merged_id in event.merged:
             merged = self._row(merged_id)
             if merged is None:
