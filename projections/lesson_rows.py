@@ -6,7 +6,6 @@ two views folded from the same log dump the same bytes.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Literal, NoReturn, TypeVar, cast
 from uuid import UUID
 
@@ -154,20 +153,22 @@ state_encoder = msgspec.msgpack.Encoder()
 state_decoder = msgspec.msgpack.Decoder(State)
 
 
-#: A row's list and dict fields: the view grows these in place.
+#: A row's list and dict fields.
 CONTAINERS = tuple(field.name for field in cast(mi.StructType, mi.type_info(LessonRow)).fields
                     if isinstance(field.type, mi.ListType | mi.DictType))
-#: The lists that grow with a lesson's age (hundreds of items on a long-lived lesson):
-#: copies share them, as :class:`Shared`, rather than copy them.
+#: The lists that grow with a lesson's age (hundreds of items on a long-lived lesson).
 HISTORY = ("evidence", "sessions", "moves")
-#: The containers a copy copies: a few items each (projects, the recent verdicts...).
-_COPIED = tuple(name for name in CONTAINERS if name not in HISTORY)
+#: The lists copies share, as :class:`Shared`, rather than copy: its history, and the
+#: short lists the view replaces rather than changes (projects, recent verdicts, doubts).
+SHARED = (*HISTORY, "projects", "recent", "doubted")
+#: The containers a copy copies (the fingerprint, a dict of a few items).
+_COPIED = tuple(name for name in CONTAINERS if name not in SHARED)
 
 T = TypeVar("T")
 
 
 class Shared(list[T]):
-    """A history list that a view and the copies it gave out hold alike: read-only.
+    """A list that a view and the copies it gave out hold alike (history...): read-only.
 
     Copying every listed lesson's history on every listing cost a big home most of its
     build time (a listing of 200 lessons copied some 100,000 items), and more the older
@@ -202,17 +203,17 @@ def snapshot(rows: list[LessonRow]) -> list[LessonRow]:
     """Copies of view rows: what a caller holds neither changes under it nor changes the view.
 
     The items in a row's lists and dicts (ids, strings, frozen moves) never change, so
-    copying the containers is enough, at a fraction of the cost of a deep copy; the
-    history lists are not even copied but shared, read-only (:class:`Shared`), and the
-    view makes itself a new list before it grows one (:func:`grown`). So a listing costs
-    the same on a lesson with a thousand moves as on a new one.
+    copying the containers would be enough; the lists are not even copied but shared,
+    read-only (:class:`Shared`), and the view makes itself a new list before it grows
+    one (:func:`grown`) or replaces it. So a listing costs the same on a lesson with a
+    thousand moves as on a new one.
     """
     copies = []
     for row in rows:
-        for name in HISTORY:
+        for name in SHARED:
             items = getattr(row, name)
             if type(items) is not Shared:
                 setattr(row, name, Shared(items))  # the same items, now read-only
         copies.append(msgspec.structs.replace(
-            row, **{name: copy.copy(getattr(row, name)) for name in _COPIED}))
+            row, **{name: getattr(row, name).copy() for name in _COPIED}))
     return copies

@@ -566,13 +566,18 @@ class LessonView(TypedFold[State]):
         Without ``history`` the rows are as :meth:`brief` gives them (for a ranking that
         reads no lesson's moves or evidence). With ``targets``, only those on them.
         """
-        lessons = self.lessons if history else self._briefs()
+        self._settle()
         if targets is None:
             ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
         else:
             listed = self._listed  # the active ones
             ids = [i for i in self.attributable((project, "global"), targets) if i in listed]
+        lessons, bare = self._s.lessons, self._bare
         rows = [lessons[i] for i in ids]
+        if history and bare:  # those whose history is not read yet, read now
+            for row in rows:
+                if row.lesson_id in bare:
+                    self._fill(row)
         return sorted(rows, key=strongest_first)
 
     def attributable(self, scopes: Iterable[str], targets: Iterable[str]) -> list[UUID]:

@@ -54,8 +54,8 @@ def test_two_listings_share_a_lessons_history_rather_than_copy_it(tmp_path: str)
         assert len(first[0].evidence) == 3
         for name in HISTORY:
             assert getattr(first[0], name) is getattr(second[0], name), name
-        # The small containers are still each caller's own.
-        assert first[0].projects is not second[0].projects
+        # The fingerprint (a dict) is still each caller's own.
+        assert first[0].fingerprint is not second[0].fingerprint
 
 
 def test_a_listing_does_not_change_as_the_ledger_moves_on(tmp_path: str) -> None:
@@ -78,10 +78,12 @@ def test_a_listings_history_is_read_only_and_changing_it_changes_nothing(
         for attempt in (lambda: rows[0].evidence.append(rows[0].lesson_id),
                         lambda: rows[0].moves.clear(), lambda: rows[0].sessions.pop(),
                         lambda: rows[0].evidence.__iadd__([rows[0].lesson_id]),
-                        lambda: rows[0].moves.__setitem__(0, rows[0].moves[-1])):
+                        lambda: rows[0].moves.__setitem__(0, rows[0].moves[-1]),
+                        lambda: rows[0].projects.append("mine"),
+                        lambda: rows[0].recent.remove(True)):
             with pytest.raises(TypeError, match="read-only"):
                 attempt()
-        rows[0].projects.append("mine")  # a copy of its own: allowed, and not the view's
+        rows[0].fingerprint["mine"] = "x"  # a copy of its own: allowed, and not the view's
         rows[0].evidence = [*rows[0].evidence, rows[0].lesson_id]  # a list of its own
         assert msgspec.msgpack.encode(ledger.lessons(P, record=False)) == was
         # Read-only is not different: it encodes, copies and pickles as the list it is.
