@@ -29,7 +29,12 @@ from lessonledger.ledger.events import (
     OutcomeObserved,
 )
 from lessonledger.ledger.ids import derived_id
-from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
+from lessonledger.projections.lessons import (
+    LessonRow,
+    LessonView,
+    failure_key,
+    strongest_first,
+)
 from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable",
@@ -178,31 +183,77 @@ def _alike(operations: list[Operation]) -> set[tuple[str, str]]:
     return alike
 
 
-def _survivor(view: LessonView, lesson_id: UUID) -> UUID:
-    """The lesson that now stands for one the agent was shown, if it was replaced since.
+def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[LessonRow]:
+    """The lessons an outcome judges, in the order attribution takes them.
+
+    First those the agent was shown in its session (recalled, or named in the outcome's
+    ``in_play``), in the order first shown, each standing for the lesson that replaced
+    it since (:func:`_shown_at`); then the project's tentative lessons not shown,
+    strongest first: a tentative lesson is tested by any outcome that exercises it, which
+    is how an unlucky blip is told from a real trap. Only the project's and global
+    lessons on a target the outcome operated on, active or claims: no other is judged by
+    it (:func:`verdict` sees no operation on it, :func:`_attribute` takes no other
+    scope). So an outcome reads the few lessons on its targets through the view's
+    index: walking every lesson the session was shown (some 200 an outcome on a big
+    home) was a quarter of its build time.
+    """
+    named: dict[UUID, int] = {}
+    for n, lesson_id in enumerate(event.in_play):
+        named.setdefault(lesson_id, n)
+    shown: list[tuple[tuple[int, int], UUID]] = []
+    tentative: list[LessonRow] = []
+    targets = {op.target for op in event.operations}
+    for lesson_id in view.attributable((event.project, "global"), targets):
+        place = _shown_at(view, lesson_id, named, session)
+        if place is not None:
+            shown.append((place, lesson_id))
+            continue
+        row = view.brief(lesson_id)
+        if row.active and row.longevity == "tentative":
+            tentative.append(row)
+    lessons = view.lessons  # with their history: attribution may read it
+    return [lessons[i] for _, i in sorted(shown)] + [
+        lessons[r.lesson_id] for r in sorted(tentative, key=strongest_first)]
+
+
+#: How many replacements back a lesson still stands for what the agent was shown (a chain
+#: never cycles; the bound only guards bad data).
+_CHAIN = 64
+
+
+def _shown_at(view: LessonView, lesson_id: UUID, named: dict[UUID, int],
+              session: str) -> tuple[int, int] | None:
+    """Where the agent was first shown a lesson, or one it has replaced since; None: never.
 
     An agent shown a lesson that another process then merged into an equivalent one (or
     a person then edited) acted on what the survivor says: its outcome is evidence for
-    the survivor, whichever of the two the agent happened to see.
+    the survivor, whichever of the two the agent happened to see. So a lesson counts as
+    shown where any lesson it replaced (and any they replaced, up to :data:`_CHAIN`
+    back) was: ``(0, i)`` for the outcome's ``in_play[i]``, ``(1, i)`` for the session's
+    ``i``-th recalled lesson.
     """
-    row = view.lessons[lesson_id]
-    for _ in range(64):  # a chain, never a cycle; the bound only guards bad data
-        if row.active or row.reason != "replaced" or row.superseded_by is None \
-                or row.superseded_by not in view.lessons:
+    best: tuple[int, int] | None = None
+    level, seen = [lesson_id], {lesson_id}
+    for _ in range(_CHAIN + 1):
+        below: list[UUID] = []
+        for shown in level:
+            if shown in named:
+                place: tuple[int, int] | None = (0, named[shown])
+            else:
+                recalled = view.recalled_place(session, shown)
+                place = None if recalled is None else (1, recalled)
+            if place is not None and (best is None or place < best):
+                best = place
+            for older in view.replacing(shown):
+                row = view.brief(older)
+                if older not in seen and not row.active and row.reason == "replaced" \
+                        and row.superseded_by == shown:
+                    seen.add(older)
+                    below.append(older)
+        if not below:
             break
-        row = view.lessons[row.superseded_by]
-    return row.lesson_id
-
-
-def _in_play(view: LessonView, event: OutcomeObserved, session: str) -> list[LessonRow]:
-    ids = dict.fromkeys(_survivor(view, i) for i in [*event.in_play, *view.recalled_in(session)]
-                        if i in view.lessons)
-    rows = [view.lessons[i] for i in ids]
-    # A tentative lesson is tested by any outcome that exercises it: that is how an
-    # unlucky blip is told from a real trap.
-    rows += [r for r in view.active_for(event.project)
-             if r.longevity == "tentative" and r.lesson_id not in ids]
-    return [r for r in rows if r.active or r.status == "claimed"]
+        level = below
+    return best
 
 
 def _attribute(view: LessonView, event: OutcomeObserved, envelope: Envelope,
@@ -402,7 +453,9 @@ def _learn(view: LessonView, event: OutcomeObserved, envelope: Envelope,
     solid = {(w.target, w.op) for f, w in pairs if not blip(f)}
     # The view does not move while a policy decides: one read of the project's lessons.
     ends = dead_ends(event.operations, blip)
-    here = view.active_for(event.project) if pairs or ends else []
+    # Only lessons on the targets they name are read below (``same_as``, ``target``).
+    here = view.active_for(event.project, targets={f.target for f, _ in pairs}
+                           | {e.target for e in ends}) if pairs or ends else []
     for failed, worked in pairs:
         same = ("prefer", failed.op, worked.op, failed.target)
         transient = blip(failed)

@@ -51,6 +51,7 @@ from lessonledger.projections.lesson_rows import (
     State,
     Status,
     failure_key,
+    grown,
     state_decoder,
     state_encoder,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "OutcomeRow",
     "Status",
     "failure_key",
+    "strongest_first",
 ]
 
 
@@ -99,6 +101,12 @@ _ORDER = attrgetter("order")
 _RECENT_SESSIONS = 256
 
 
+def strongest_first(row: LessonRow) -> tuple[float, int, int]:
+    """The order :meth:`LessonView.active_for` lists lessons in, as a sort key."""
+    # By the id's int: the same order as by its text, without formatting 400 UUIDs.
+    return (-row.confidence, -row.last_evidence_at, row.lesson_id.int)
+
+
 class LessonView(TypedFold[State]):
     """Folds lesson and outcome events into rows; queries read the rows."""
 
@@ -115,6 +123,13 @@ class LessonView(TypedFold[State]):
         self._by_scope: dict[str, set[UUID]] = {}
         self._by_same: dict[tuple[str, str, str, str], set[UUID]] = {}
         self._listed: dict[UUID, tuple[str, tuple[str, str, str, str]]] = {}
+        #: Lessons an outcome can confirm or contradict (active, or claims) by scope and
+        #: target: attribution reads the few on an outcome's targets, not every lesson.
+        self._by_target: dict[tuple[str, str], set[UUID]] = {}
+        self._targeted: dict[UUID, tuple[str, str]] = {}
+        #: By lesson, the lessons superseded as ``replaced`` by it (a merge, an edit):
+        #: whoever was shown one of them acted on it (see :meth:`replacing`).
+        self._replaced: dict[UUID, set[UUID]] = {}
         self._retired: set[UUID] = set()
         #: By session, the lessons recalled in it, as numbers into ``_id_texts``: four
         #: bytes an entry, where the ids' text took about ninety (a big home recalls
@@ -364,6 +379,12 @@ class LessonView(TypedFold[State]):
         grew with the home. The snapshot now read is the view's own last save, and what
         nothing changed since is in it as held here, so reading it again when next needed
         gives the same (the dump reads everything first, in the order of the ordinals).
+
+        The histories of active lessons are kept: every listing of a project reads those
+        of its active lessons and the global ones, so forgetting them had the next
+        listing read them all again, at every save, and they only grow: on a home of
+        676,000 events that was most of the build's time (a listing 7.5 ms an event,
+        profiled), and a process that lists holds them anyway.
         """
         self._let_go_due = False
         self._settle()
@@ -371,7 +392,7 @@ class LessonView(TypedFold[State]):
             if lesson_id in self._bare or lesson_id in self._dirty_lessons:
                 continue
             row = self._s.lessons.get(lesson_id)
-            if row is None:
+            if row is None or row.active:
                 continue
             row.moves, row.evidence = [], []
             self._evidence_sets.pop(lesson_id, None)
@@ -511,6 +532,8 @@ class LessonView(TypedFold[State]):
         for row in view._s.lessons.values():
             view._place(row)
             view._rows_by_text[str(row.lesson_id)] = row
+            if row.superseded_by is not None and row.reason == "replaced":
+                view._replaced.setdefault(row.superseded_by, set()).add(row.lesson_id)
             if any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
@@ -546,17 +569,57 @@ class LessonView(TypedFold[State]):
         """How many reconcile passes have run."""
         return self._s.epoch
 
-    def active_for(self, project: str, *, history: bool = True) -> list[LessonRow]:
+    def active_for(self, project: str, *, history: bool = True,
+                   targets: Iterable[str] | None = None) -> list[LessonRow]:
         """Active lessons a project may see: its own and global ones, strongest first.
 
         Without ``history`` the rows are as :meth:`brief` gives them (for a ranking that
-        reads no lesson's moves or evidence).
+        reads no lesson's moves or evidence). With ``targets``, only those on them.
         """
-        lessons = self.lessons if history else self._briefs()
-        ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
+        self._settle()
+        if targets is None:
+            ids = [*self._by_scope.get(project, ()), *self._by_scope.get("global", ())]
+        else:
+            listed = self._listed  # the active ones
+            ids = [i for i in self.attributable((project, "global"), targets) if i in listed]
+        lessons, bare = self._s.lessons, self._bare
         rows = [lessons[i] for i in ids]
-        # By the id's int: the same order as by its text, without formatting 400 UUIDs.
-        return sorted(rows, key=lambda r: (-r.confidence, -r.last_evidence_at, r.lesson_id.int))
+        if history and bare:  # those whose history is not read yet, read now
+            for row in rows:
+                if row.lesson_id in bare:
+                    self._fill(row)
+        return sorted(rows, key=strongest_first)
+
+    def attributable(self, scopes: Iterable[str], targets: Iterable[str]) -> list[UUID]:
+        """Lessons in these scopes on these targets that are active or claims.
+
+        What an outcome on those targets can confirm or contradict; in no set order.
+        """
+        index, targets = self._by_target, tuple(targets)
+        return [i for scope in scopes for target in targets
+                for i in index.get((scope, target), ())]
+
+    def replacing(self, lesson_id: UUID) -> list[UUID]:
+        """Lessons superseded as ``replaced`` by this one, in no set order.
+
+        Candidates: one proposed again under its old id since is no longer replaced, so
+        a caller checks the row (``superseded_by``, ``reason``) itself.
+        """
+        return list(self._replaced.get(lesson_id, ()))
+
+    def recalled_place(self, session: str, lesson_id: UUID) -> int | None:
+        """Where a lesson is among those recalled in a session (None: not recalled there).
+
+        The same place it has in :meth:`recalled_in`, found without making that list.
+        """
+        numbers = self._session(session)
+        n = self._id_numbers.get(str(lesson_id)) if numbers else None
+        if n is None or numbers is None:
+            return None
+        try:
+            return numbers.index(n)
+        except ValueError:
+            return None
 
     def to_adopt(self) -> Rules | None:
         """The rules to record as adopted before this holder's next write, if any.
@@ -631,6 +694,14 @@ class LessonView(TypedFold[State]):
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
+        targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
+        if self._targeted.get(lesson_id) != targeted:
+            before = self._targeted.pop(lesson_id, None)
+            if before is not None:
+                self._by_target[before].discard(lesson_id)
+            if targeted is not None:
+                self._by_target.setdefault(targeted, set()).add(lesson_id)
+                self._targeted[lesson_id] = targeted
         listed = self._listed.get(lesson_id)
         self._touched(row.scope)
         if row.active and listed is not None and listed[0] == row.scope \
@@ -819,6 +890,7 @@ class LessonView(TypedFold[State]):
 
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
+        row.moves = grown(row.moves)  # a listing may share it
         row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
@@ -876,11 +948,10 @@ class LessonView(TypedFold[State]):
                 known = self._evidence_sets[lesson_id] = set(row.evidence)
             if outcome_id not in known:
                 known.add(outcome_id)
+                row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
-            if project in row.projects:
-                row.projects.remove(project)
-            row.projects.append(project)
+            row.projects = [*(p for p in row.projects if p != project), project]
             if session:
                 kept = self._session_sets.get(lesson_id)
                 # Made again when the row's list was replaced or grew elsewhere (a
@@ -890,7 +961,9 @@ class LessonView(TypedFold[State]):
                     kept = self._session_sets[lesson_id] = (row.sessions, set(row.sessions))
                 if session not in kept[1]:
                     kept[1].add(session)
+                    row.sessions = grown(row.sessions)  # a copy, if a listing holds it
                     row.sessions.append(session)
+                    self._session_sets[lesson_id] = (row.sessions, kept[1])
             if row.status == "claimed":
                 row.status = "trial"
             if row.status == "trial" and len(row.sessions) >= rules.trusted_sessions:
@@ -918,6 +991,8 @@ class LessonView(TypedFold[State]):
         row.status = statuses.get(event.reason, "superseded")
         row.superseded_by = event.by
         row.reason = event.reason
+        if event.by is not None and event.reason == "replaced":
+            self._replaced.setdefault(event.by, set()).add(event.lesson_id)
         self._move(row, position, LESSON_SUPERSEDED, None,
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 
@@ -928,13 +1003,15 @@ class LessonView(TypedFold[State]):
         row.scope = "global"
         for project in event.projects:
             if project not in row.projects:
-                row.projects.append(project)
+                row.projects = [*row.projects, project]
         for merged_id in event.merged:
             merged = self._row(merged_id)
             if merged is None:
                 continue
-            row.evidence += [o for o in merged.evidence if o not in row.evidence]
-            row.sessions += [s for s in merged.sessions if s not in row.sessions]
+            row.evidence = [*row.evidence,
+                            *(o for o in merged.evidence if o not in row.evidence)]
+            row.sessions = [*row.sessions,
+                            *(s for s in merged.sessions if s not in row.sessions)]
             row.confidence = max(row.confidence, merged.confidence)
         if row.status == "trial" and len(row.sessions) >= self.rules.trusted_sessions:
             row.status = "trusted"

@@ -130,3 +130,34 @@ def test_a_view_kept_and_put_back_as_one_value_comes_back_as_rows(tmp_path: Path
         release(lmdb_home)
     with open_ledger(home, sync=False) as again:
         assert again.runner[VIEW_NAME].dump() == dump
+
+
+def test_rows_saved_across_drops_of_the_mapped_pages_read_back_as_put(tmp_path: Path) -> None:
+    """A save lets go of the pages it mapped every thousand rows, inside its transaction.
+
+    The rows it wrote before a drop, those after it, and those it overwrote or deleted
+    read back as put, in that transaction and once committed.
+    """
+    lmdb_home = acquire(str(tmp_path / "home"), sync=False)
+    try:
+        store = ViewStore(lmdb_home)
+        first = [(b"k%05d" % n, b"v%d" % n * 40) for n in range(3_500)]
+        assert store.save_rows("probe", 1, None, first)
+        changed: list[tuple[bytes, bytes | None]] = [
+            (b"k%05d" % n, None if n % 3 == 0 else b"w%d" % n * 50) for n in range(0, 3_500, 2)]
+        with lmdb_home.env.begin(write=True) as txn:
+            assert store.save_rows("probe", 2, changed, txn=txn)
+            inside = list(store._rows(txn, "probe"))
+        expected = dict(first)
+        for key, value in changed:
+            if value is None:
+                del expected[key]
+            else:
+                expected[key] = value
+        assert inside == sorted(expected.items())
+        saved = store.load_rows("probe")
+        assert saved is not None
+        assert saved[0] == 2
+        assert list(saved[1]) == sorted(expected.items())
+    finally:
+        release(lmdb_home)

@@ -195,3 +195,37 @@ def test_rows_saved_in_layout_2_are_read_whole_and_saved_afresh_in_layout_3(
         assert not [k for k, _ in kept if k[:1] == saved_rows.LESSON and len(k) > 9]
         assert [k for k, _ in kept if k[:1] == saved_rows.USAGE_BY_LESSON]
         assert view.dump() == rebuilt(third, VIEW_NAME)
+
+
+def test_a_save_keeps_the_histories_of_active_lessons_a_listing_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every listing reads the history of each active lesson it lists: letting those go
+    # at every save made the next listing read them all again (on a 676,000-event home,
+    # most of the build's time). Inactive ones are still let go.
+    monkeypatch.setattr(ledger_module, "_ROWS_EVERY", 40)
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 250):
+            call(ledger, step)
+    kept = 0
+    with open_ledger(home, sync=False) as agent:
+        view = agent.view
+        original = view._let_go
+
+        def counted() -> None:
+            nonlocal kept
+            lessons = view._s.lessons
+            held = [i for i in lessons if i not in view._bare]
+            original()
+            for i in held:
+                if lessons[i].active:
+                    assert i not in view._bare, "an active lesson's history was let go"
+                    kept += 1
+        monkeypatch.setattr(view, "_let_go", counted)
+        for step in itertools.islice(steps, 150):
+            call(agent, step)
+        assert kept > 0, "no active lesson's history was held at a save: the test is blind"
+        assert view.dump() == rebuilt(agent, VIEW_NAME)
+    with open_ledger(home, sync=False) as again:
+        assert again.runner[VIEW_NAME].dump() == rebuilt(again, VIEW_NAME)
