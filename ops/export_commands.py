@@ -91,6 +91,10 @@ class ImportTargetError(LedgerConfigError):
 def _cmd_export(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_output(args.output, Path(args.home))
+    if args.start is not None and args.stop is not None and args.start > args.stop:
+        msg = (f"--from {args.start} is past --to {args.stop}: no position is in that range; "
+               "give --from N --to M with N <= M")
+        raise LedgerConfigError(msg)
     selection = Selection(principal=args.principal, project=args.project,
                           start=args.start, stop=args.stop)
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:

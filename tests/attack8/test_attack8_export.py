@@ -65,3 +65,14 @@ def test_an_export_beside_the_home_is_written(tmp_path: Path,
     assert main(["--home", str(home), "export", "-o", str(tmp_path / "home.jsonl")]) == 0
     assert (tmp_path / "home.jsonl").read_text().count("\n") == 3
     capsys.readouterr()
+
+
+def test_a_reversed_range_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = _home(tmp_path)
+    out = tmp_path / "range.jsonl"
+    code = main(["--home", str(home), "export", "--from", "3", "--to", "2", "-o", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "--from 3 is past --to 2" in err
+    assert not out.exists()
