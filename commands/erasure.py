@@ -36,13 +36,14 @@ from lessonledger.commands.errors import (
 )
 from lessonledger.commands.handlers import command_digest, command_id, key_owner, occurred_ns
 from lessonledger.commands.messages import Erase
-from lessonledger.commands.policies import trigger_id
+from lessonledger.commands.policies import copy_id, trigger_id
 from lessonledger.commands.skill_erasure import with_skill_derived
 from lessonledger.ledger.events import (
     CITES_AN_OUTCOME,
     OUTCOME_OBSERVED,
     AnyEvent,
     Erased,
+    LessonDemoted,
     LessonProposed,
     OutcomeObserved,
     decode_event,
@@ -132,7 +133,8 @@ def erased_positions(log: Writing, command: Erase, index: AuditIndex) -> list[in
             raise UnknownLessonError(target)
     else:
         positions = _outcome(log, index, _uuid(subject))
-    return with_skill_derived(log, _with_attributions(log, index, positions))
+    return with_skill_derived(log, _with_attributions(log, index,
+                                                      _with_copies(log, index, positions)))
 
 
 def _records(log: Writing, positions: Iterable[int]) -> list[Record]:
@@ -154,6 +156,54 @@ def _with_attributions(log: Writing, index: AuditIndex, positions: list[int]) ->
                       for r in _records(log, index.positions("outcome", str(outcome_id)))
                       if r.payload is not None and r.envelope.type in CITES_AN_OUTCOME)
     return sorted(erased)
+
+
+def _with_copies(log: Writing, index: AuditIndex, positions: list[int]) -> list[int]:
+    """``positions`` and every event about a copy of a lesson whose proposal is among them.
+
+    A demoted global lesson gives each other project that supported it a lesson of its
+    own with the same text (``policies._copies``), decided from the contradicting
+    outcome, so it carries that outcome's principal and session, not the words' owner.
+    The copies are decided with the lesson's demotion, so they are found from it: among
+    what the policies decided from the demotion's trigger, each proposal whose id is the
+    copy's derived id. A copy of a copy goes too.
+    """
+    erased = set(positions)
+    pending = [e.lesson_id for r in _records(log, positions)
+               if r.payload is not None and isinstance(e := _event(r.payload), LessonProposed)]
+    seen: set[UUID] = set()
+    while pending:
+        lesson = pending.pop()
+        if lesson in seen:
+            continue
+        seen.add(lesson)
+        for copy in _copies_of(log, index, lesson):
+            erased.update(_about(log, index, {copy}))
+            pending.append(copy)
+    return sorted(erased)
+
+
+def _copies_of(log: Writing, index: AuditIndex, lesson: UUID) -> set[UUID]:
+    """The ids of the copies the policies made of ``lesson`` when they demoted it."""
+    copies: set[UUID] = set()
+    for record in _records(log, index.positions("lesson", str(lesson))):
+        demoted = _event(record.payload) if record.payload is not None else None
+        if not isinstance(demoted, LessonDemoted):
+            continue
+        for observed in _records(log, index.positions("outcome", str(demoted.outcome_id))):
+            if observed.envelope.type != OUTCOME_OBSERVED:
+                continue
+            trigger = trigger_id(observed.envelope)
+            for i in itertools.count():
+                position = log.position_of(derived_id(trigger, f"policy:{i}").bytes)
+                if position is None:
+                    break
+                payload = log.read(position, limit=1)[0].payload
+                event = _event(payload) if payload is not None else None
+                if isinstance(event, LessonProposed) \
+                        and event.lesson_id == copy_id(trigger, lesson, event.scope):
+                    copies.add(event.lesson_id)
+    return copies
 
 
 def _uuid(subject: str) -> UUID:

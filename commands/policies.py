@@ -37,7 +37,7 @@ from lessonledger.projections.lessons import (
 )
 from lessonledger.projections.rules import clamp, looks_transient
 
-__all__ = ["TRIGGERS", "dead_ends", "failed_then_succeeded", "react", "teachable",
+__all__ = ["TRIGGERS", "copy_id", "dead_ends", "failed_then_succeeded", "react", "teachable",
            "trigger_id", "verdict"]
 
 #: Event types a policy reacts to.
@@ -343,6 +343,15 @@ def _split(view: LessonView, row: LessonRow, event: OutcomeObserved,
                    envelope)
 
 
+def copy_id(trigger: UUID, lesson: UUID, project: str) -> UUID:
+    """The id of the copy of ``lesson`` made in ``project`` when ``trigger`` demoted it.
+
+    Erasure finds the copies of an erased lesson by it: they repeat its words, and carry
+    the trigger's principal and session, not those of the words' owner.
+    """
+    return derived_id(trigger, f"split|{lesson}|{project}")
+
+
 def _copies(view: LessonView, row: LessonRow, projects: list[str],
             envelope: Envelope) -> list[AnyEvent]:
     """A project lesson saying what ``row`` says in each of ``projects``, citing its own."""
@@ -353,7 +362,7 @@ def _copies(view: LessonView, row: LessonRow, projects: list[str],
         if not evidence:
             continue
         copies.append(LessonProposed(
-            lesson_id=derived_id(trigger_id(envelope), f"split|{row.lesson_id}|{project}"),
+            lesson_id=copy_id(trigger_id(envelope), row.lesson_id, project),
             text=row.text, kind=row.kind,  # type: ignore[arg-type]
             avoid_op=row.avoid_op, prefer_op=row.prefer_op, target=row.target,
             scope=project, source=row.source,  # type: ignore[arg-type]

@@ -48,6 +48,7 @@ repeat from command to command.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
@@ -97,6 +98,13 @@ _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("Secret Keyword",
          r"(?:^|\s)--(?:password|passwd|api[-_]?key|token|auth-token|access-token|"
          r"client-secret)\s+['\"]?+(?![$<{*%])[^\s'\"]{6,}", re.IGNORECASE),
+        # A netrc line (machine HOST login USER password PASSWORD): no assignment sign.
+        ("Secret Keyword", r"\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+"
+         r"['\"]?+(?![$<{*%])[^\s'\"]{4,}", re.IGNORECASE),
+        # KeywordDetector's denylist has no passphrase.
+        ("Secret Keyword", r"passphrase['\"]?\s*[=:]\s*['\"]?+(?![$<{*%])[^\s'\"]{6,}",
+         re.IGNORECASE),
+        ("Hugging Face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
     )
 )
 
@@ -142,6 +150,41 @@ def _z85_key(text: str) -> bool:
         run = text[start:end]
         if (not run.islower() and not run.isupper() and not run.isalnum()
                 and len(set(run)) >= _Z85_DISTINCT):
+            return True
+    return False
+
+
+_PASSWORD_FLAG = re.compile(r"\s-p(\s+)?['\"]?+(?![$<{*%\s])[^\s'\"]{4,}")
+#: The commands whose -p takes a password attached (-pPASSWORD; a bare -p prompts) …
+_ATTACHED_P = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb)\b")
+#: … and those whose -p takes it after a space.
+_SPACED_P = re.compile(r"\b(?:sshpass|docker\s+login)\b")
+_COMMAND_BREAK = re.compile(r"[\n|;&]")
+
+
+def _password_flag(text: str) -> bool:
+    """Whether ``text`` passes a password with ``-p`` to a command whose -p is one.
+
+    Elsewhere ``-p`` is a port (ssh, docker run) or ``--parents`` (mkdir), so the flag
+    counts only after ``mysql``-family clients (attached: ``-pPASSWORD``), ``sshpass``
+    or ``docker login`` (``-p PASSWORD``) in the same command, at most 200 characters
+    before it. Each command word and each flag is found once, so this stays linear.
+    """
+    if "-p" not in text:
+        return False
+    commands = {kind: [m.start() for m in regex.finditer(text)]
+                for kind, regex in ((False, _ATTACHED_P), (True, _SPACED_P))}
+    if not commands[False] and not commands[True]:
+        return False
+    breaks = [m.start() for m in _COMMAND_BREAK.finditer(text)]
+    for match in _PASSWORD_FLAG.finditer(text):
+        starts = commands[match.group(1) is not None]
+        i = bisect.bisect_left(starts, match.start())
+        if i == 0 or match.start() - starts[i - 1] > 200:
+            continue
+        # A newline, pipe, ; or & between them: the flag is another command's.
+        j = bisect.bisect_left(breaks, starts[i - 1])
+        if j == len(breaks) or breaks[j] > match.start():
             return True
     return False
 
@@ -279,6 +322,7 @@ class _Detector:
         self.patterns += [(pattern.search, name, None) for name, pattern in _OURS]
         self.patterns.append((_z85_key, "CURVE key (Z85)", None))
         self.patterns.append((_curl_user, "Basic Auth Credentials", None))
+        self.patterns.append((_password_flag, "Secret Keyword", None))
         self.keyword_type = str(keyword.KeywordDetector.secret_type)
         self.keyword_regexes = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
         # Each keyword regex holds the denylist alternation: a necessary condition.

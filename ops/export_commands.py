@@ -89,6 +89,12 @@ class ImportTargetError(LedgerConfigError):
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        _check_output(args.output, Path(args.home))
+    if args.start is not None and args.stop is not None and args.start > args.stop:
+        msg = (f"--from {args.start} is past --to {args.stop}: no position is in that range; "
+               "give --from N --to M with N <= M")
+        raise LedgerConfigError(msg)
     selection = Selection(principal=args.principal, project=args.project,
                           start=args.start, stop=args.stop)
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:
@@ -113,6 +119,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
         echo(f"exported {written:,} events (positions {start:,} to {last:,} of {head:,}) "
              f"to {args.output}")
     return 0
+
+
+def _check_output(path: Path, home: Path) -> None:
+    """Refuse an export file inside the home it reads, or a directory, before anything.
+
+    Inside the home the export is one of its files: over ``data.mdb`` it replaces the
+    ledger, anywhere else it holds what a later erasure takes, outside everything that
+    erasure compacts.
+
+    Raises:
+        LedgerConfigError: ``path`` is a directory or lies inside ``home``.
+    """
+    if path.is_dir():
+        msg = f"{path} is a directory; give the export file's name (-o DIR/all.jsonl)"
+        raise LedgerConfigError(msg)
+    if path.resolve().is_relative_to(home.resolve()):
+        msg = f"{path} is inside the home {home}; export to a file outside the home"
+        raise LedgerConfigError(msg)
 
 
 @contextmanager

@@ -240,8 +240,12 @@ def _cmd_publish(args: argparse.Namespace) -> int:
             msg = f"cannot read {args.file}: {e.strerror}"
             raise LedgerConfigError(msg) from e
     if not args.to and is_replica(args.home):
-        waiting = queue_commands(args.home, [msgspec.json.encode(c) for _, c in commands],
-                                 sync=sync_setting())
+        try:
+            waiting = queue_commands(args.home, [msgspec.json.encode(c) for _, c in commands],
+                                     sync=sync_setting())
+        except BatchRefusedError as e:
+            msg = f"line {commands[e.index][0]}: {e.cause}; nothing was queued"
+            raise InvalidCommandError(msg, f"line {commands[e.index][0]}") from e
         echo(f"queued {len(commands)} commands in the outbox ({waiting} waiting); "
              "`lessonledger push` sends them to the hub")
         return 0

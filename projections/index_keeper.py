@@ -55,6 +55,9 @@ class IndexKeeper:
         self.retired = False
         #: The embedder's last error while lessons wait to be indexed ('' when none).
         self.degraded = ""
+        #: The position the saved files hold this very index at (None: they do not):
+        #: a save would write the same again, so none is made.
+        self.saved_as: int | None = None
         opened = None
         if not fresh:
             with self._locked(exclusive=False):
@@ -65,6 +68,7 @@ class IndexKeeper:
             self.index = self.rebuild()
         else:
             self.index = opened[0]
+            self.saved_as = opened[1]
             # Whatever the view folded after the index was saved must be re-checked.
             view.changed.update(view.lessons)
         self.sync()
@@ -72,6 +76,7 @@ class IndexKeeper:
     def rebuild(self) -> VectorIndex:
         """Build the index of the view's active lessons from the log alone."""
         self.view.changed.clear()
+        self.saved_as = None
         active = [r for r in self.view.briefs() if r.active]
         try:
             index = build(self.items(active), self.embedder)
@@ -116,7 +121,9 @@ class IndexKeeper:
         for lesson_id in changed:
             if not brief(lesson_id).active and lesson_id in self.index:
                 self.index.remove(lesson_id)
+                self.saved_as = None
         if wanted:
+            self.saved_as = None
             items = self.items(wanted)
             try:
                 self.index.upsert_many([i[0] for i in items], self.vectors(items))
@@ -138,8 +145,11 @@ class IndexKeeper:
             return  # behind the view: saved with its position, it would pass for current
         with self._locked(exclusive=True):
             saved = VectorIndex.saved_position(self.directory)
+            if saved is not None and saved == self.saved_as == self.view.position:
+                return  # what is saved is this index at this position: nothing to write
             if saved is None or saved <= self.view.position:
                 self.index.save(self.directory, self.view.position)
+                self.saved_as = self.view.position
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:

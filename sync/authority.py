@@ -29,16 +29,23 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands import authorization
 from lessonledger.commands.access import GrantAccess
-from lessonledger.commands.errors import AccessRefusedError, InvalidCommandError
+from lessonledger.commands.errors import (
+    AccessRefusedError,
+    CredentialError,
+    InvalidCommandError,
+)
 from lessonledger.commands.messages import (
     DeclareEnvironmentChange,
     EditLesson,
+    Label,
     ObserveOutcome,
     ProposeLesson,
     RetireLesson,
+    checked_text,
 )
 from lessonledger.commands.skill_messages import RecordResolution
 from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
+from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.access import Grant
 
 __all__ = [
@@ -106,6 +113,11 @@ class LoopbackAuthority:
     mode = "loopback"
 
     def __init__(self, principal: str, *, admin: bool = True) -> None:
+        # It goes into every envelope the hub writes: held to a command's principal.
+        checked_text(principal, "--principal", Label)
+        kind = credential_in(principal)
+        if kind is not None:
+            raise CredentialError(kind, "--principal")
         self._access = Access(principal=principal, admin=admin)
 
     def access(self, user_id: str | None) -> Access | None:

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
-from lessonledger.commands.messages import decode_command
+from lessonledger.commands.errors import BatchRefusedError, CommandError, InvalidCommandError
+from lessonledger.commands.messages import checked_command, decode_command
 from lessonledger.commands.recall import Recaller
-from lessonledger.commands.refusals import refuse_query
+from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.compaction import compact
 from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
@@ -712,16 +713,26 @@ def queue_commands(directory: str | os.PathLike[str], lines: list[bytes], *,
                    sync: bool = True) -> int:
     """Put commands (JSON lines) in the replica's outbox for the next ``push``.
 
-    Each is checked as the hub would decode it first; none is queued if one fails.
+    Each is checked first as the hub will check it (its schema and bounds, and no field
+    shaped like a credential): the outbox is stored in the replica's home, and a secret
+    queued there would stay in its file after the hub refused it. None is queued if one
+    fails.
     Returns how many wait now.
 
     Raises:
         NotAReplicaError: the home was not cloned.
-        msgspec.ValidationError, InvalidCommandError: a line is not a command.
+        BatchRefusedError: a line is not a command, breaks a bound or holds a credential;
+            ``index`` is its place in ``lines`` and ``cause`` the refusal.
     """
     replica_info(directory)
-    for line in lines:
-        decode_command(line)
+    for index, line in enumerate(lines):
+        try:
+            refuse_credentials(checked_command(decode_command(line)))
+        except msgspec.DecodeError as e:  # ValidationError too
+            raise BatchRefusedError(index, InvalidCommandError(
+                f"not a command: {e}; fix the field and retry")) from e
+        except CommandError as e:
+            raise BatchRefusedError(index, e) from e
     home = acquire(os.fspath(directory), sync=sync)
     try:
         state = SyncState(home)
