@@ -9,8 +9,6 @@ what they are, or their ``verify`` calls the erasure damage.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import signal
 import subprocess
@@ -18,29 +16,18 @@ import sys
 from pathlib import Path
 
 from hubtools import hub, lessonledger
+from in_process import cli
 from lessonledger.commands import open_ledger
-from lessonledger.ops.cli import main
 from lessonledger.sync.exchange import LocalExchange
 from lessonledger.sync.replica import prepare_clone, pull
 from lessonledger.sync.service import SyncService
 from lessonledger.sync.snapshots import checkout, take_snapshot
 from sync_workload import fill
 
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """A verb run by the CLI's main() in this process.
-
-    Checkout, snapshot, verify and lessons are about what lands in the homes, not about
-    a process of their own (which cost half a second each); the clone from the restored
-    hub stays a process talking to the hub's (:func:`_process`).
-    """
-    with contextlib.redirect_stdout(io.StringIO()) as out, \
-            contextlib.redirect_stderr(io.StringIO()) as err:
-        try:
-            code = main(list(args))
-        except SystemExit as e:
-            code = int(e.code or 0)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+#: Checkout, snapshot, verify and lessons run by main() in this process: they are about
+#: what lands in the homes. The clone from the restored hub stays a process of its own
+#: talking to the hub's (:func:`_process`).
+_cli = cli
 
 
 def _process(*args: str) -> subprocess.CompletedProcess[str]:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 from hubtools import hub, lessonledger
-from lessonledger.ops.cli import main
+from in_process import cli
 
 P = "a" * 32
 LINE = json.dumps({"command": "observe_outcome", "key": "cli-1", "project": P,
@@ -26,26 +22,10 @@ def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, check=False)
 
 
-def ask(monkeypatch: pytest.MonkeyPatch, *args: str,
-        stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """A verb run by the CLI's main() in this process, against the hub's process.
-
-    What is under test is each verb's talk with the hub over its socket, not the verb's
-    own process (a process per verb was most of this test's time).
-    """
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    with contextlib.redirect_stdout(io.StringIO()) as out, \
-            contextlib.redirect_stderr(io.StringIO()) as err:
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse's refusals
-            code = int(e.code or 0)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
-
-
-def test_the_verbs_ask_a_hub_with_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return ask(monkeypatch, *args, stdin=stdin)
+def test_the_verbs_ask_a_hub_with_to(tmp_path: Path) -> None:
+    # The verbs by main() in this process (in_process.cli), against the hub's process:
+    # their talk with the hub over its socket is under test, not a process of their own.
+    run = cli
 
     with hub(tmp_path / "h", tmp_path / "log") as server:
         to = ["--to", server.endpoint]

@@ -11,8 +11,6 @@ the replicas or a checkout of a snapshot taken before it.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -30,12 +28,12 @@ import msgspec
 import pytest
 import zmq
 from hubtools import HubProcess
+from in_process import cli
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope, decode_envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.objects import join_envelopes
-from lessonledger.ops.cli import main
 from lessonledger.sync import wire
 from lessonledger.sync.protocol import Chunk, SyncReplyFrame, decode_reply, encode
 from residue import windows, windows_left
@@ -65,11 +63,9 @@ def ask(*args: str) -> str:
     replicas' sync verbs are the processes under test, and a process per check cost
     most of this module's time.
     """
-    with contextlib.redirect_stdout(io.StringIO()) as out, \
-            contextlib.redirect_stderr(io.StringIO()) as err:
-        code = main(list(args))
-    assert code == 0, err.getvalue()
-    return out.getvalue()
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def asked(*args: str) -> list[Any]:
