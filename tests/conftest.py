@@ -6,8 +6,11 @@ sure that install matches this checkout, so nobody tests stale code by mistake.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -52,3 +55,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def home(tmp_path: Path) -> str:
     """A fresh ledger home directory."""
     return str(tmp_path / "home")
+
+
+@pytest.fixture(scope="session")
+def demo_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The home ``lessonledger demo`` leaves, made once a session: never change it.
+
+    Tests that change it take :func:`demo_copy`, a copy of their own.
+    """
+    from lessonledger.ops.cli import main
+
+    home = tmp_path_factory.mktemp("demo") / "home"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--home", str(home), "demo"]) == 0
+    return home
+
+
+@pytest.fixture
+def demo_copy(demo_built: Path, tmp_path: Path) -> Path:
+    """A copy of the demo's home at ``tmp_path / "home"``, this test's own to change.
+
+    The demo's world is seeded and dated by its own calendar, so a copy holds the story a
+    fresh run would write; the session runs it once instead of once a test.
+    """
+    home = tmp_path / "home"
+    shutil.copytree(demo_built, home)
+    return home

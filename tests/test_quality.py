@@ -20,11 +20,15 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_mypy_strict_is_clean() -> None:
+def test_mypy_strict_is_clean(tmp_path: Path) -> None:
     # mypy refuses -p with files, so the installed packages and the tests are two runs.
     # The package's top (installed from ops/package_init.py) is a module of its own.
+    # The two runs share a cache made fresh for this test (never the checkout's
+    # .mypy_cache, which may be stale): the tests' run then reads the package, and the
+    # stubs of numpy and the rest, from what the first run wrote instead of checking all
+    # of it again (a third less time), with the same result as a run from nothing.
     packages = [arg for name in PACKAGES for arg in ("-p", f"lessonledger.{name}")]
     packages += ["-m", "lessonledger"]
     for args in (packages, ["tests"]):
-        result = _run("mypy", "--no-incremental", *args)
+        result = _run("mypy", "--cache-dir", str(tmp_path / "mypy-cache"), *args)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -30,12 +30,19 @@ UNITS = ["/", "//", "x/", "sk-", "sk-a", "a", "\t", " ", "x://a@", "a=", "'", "a
 PREFIXES = ["", "password=", "secret: ", "token=", "x", "//a", "sk-", "api_key = '"]
 
 
-def _slowest(text: str) -> float:
+def _fastest(text: str, enough: float) -> float:
+    """The best of three checks of ``text``: a shared machine stalls now and then.
+
+    A check under ``enough`` already decides the comparison the caller makes (the best of
+    three could only be lower), so the runs after it are not made.
+    """
     best = float("inf")
-    for _ in range(3):  # the best of three: a shared machine stalls now and then
+    for _ in range(3):
         start = time.perf_counter()
         secrets._detector().find(text)
         best = min(best, time.perf_counter() - start)
+        if best < enough:
+            break
     return best
 
 
@@ -49,11 +56,11 @@ def test_no_shape_at_the_longest_field_takes_50_ms(unit: str) -> None:
     secrets._detector().find("warm up")
     for prefix in PREFIXES:
         for suffix in ["", "/:_authToken=npx", "aaaaaaaaaaaaaaaaaaaaT3BlbkFJaaaaa", "=x"]:
-            took = _slowest(_shaped(prefix, unit, suffix, LONGEST))
+            took = _fastest(_shaped(prefix, unit, suffix, LONGEST), 0.05)
             if took < 0.05:
                 continue
             # Too slow, or a loaded machine: tell them apart by how the cost grows.
-            longer = _slowest(_shaped(prefix, unit, suffix, 8 * LONGEST))
+            longer = _fastest(_shaped(prefix, unit, suffix, 8 * LONGEST), 20 * took)
             assert longer < 20 * took, (prefix, unit, suffix, took, longer)
 
 

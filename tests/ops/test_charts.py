@@ -7,7 +7,10 @@ subprocess) each command refuses in one line, exit code 2, before doing any work
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -46,17 +49,21 @@ def svg_root(path: Path) -> ET.Element:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The demo's home, and a lesson both confirmed and contradicted there."""
+def demo(tmp_path_factory: pytest.TempPathFactory, demo_built: Path) -> tuple[Path, str]:
+    """The demo's home (a copy of the session's), and a lesson both confirmed and
+    contradicted there."""
     home = tmp_path_factory.mktemp("charts") / "home"
-    assert main(["--home", str(home), "demo"]) == 0
-    for line in subprocess.run(
-            [sys.executable, "-m", "lessonledger.ops", "--home", str(home), "lessons", "list",
-             "--all", "--json"], capture_output=True, text=True, check=True).stdout.splitlines():
+    shutil.copytree(demo_built, home)
+
+    def said(*argv: str) -> str:
+        # In-process: these only find the lesson (a process each took half a second).
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert main(["--home", str(home), *argv]) == 0
+        return out.getvalue()
+
+    for line in said("lessons", "list", "--all", "--json").splitlines():
         lesson_id = json.loads(line)["lesson_id"]
-        story = subprocess.run([sys.executable, "-m", "lessonledger.ops", "--home", str(home),
-                                "why", lesson_id, "--json"], capture_output=True, text=True,
-                               check=True).stdout
+        story = said("why", lesson_id, "--json")
         kinds = {step["type"] for step in json.loads(story)["steps"]}
         if {"lesson.confirmed", "lesson.contradicted"} <= kinds:
             return home, lesson_id

@@ -26,10 +26,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def demo_home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    home = tmp_path / "home"
-    assert run(capsys, "--home", str(home), "demo")[0] == 0
-    return home
+def demo_home(demo_copy: Path) -> Path:
+    return demo_copy  # the demo's home, this test's own (see conftest)
 
 
 def _repeats(out: str) -> tuple[int, int]:

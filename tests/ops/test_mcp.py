@@ -21,6 +21,7 @@ import anyio
 import jsonschema
 import msgspec
 import pytest
+from in_process import cli
 from lessonledger.commands.messages import ObserveOutcome, ProposeLesson
 from lessonledger.commands.queries import CheckQuery, LessonsQuery, RecallQuery, WhyQuery
 from lessonledger.commands.read_side import open_reader
@@ -37,8 +38,8 @@ SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
 def _init(home: Path) -> None:
-    done = subprocess.run([CLI, "--home", str(home), "init"], capture_output=True, text=True,
-                          check=False)
+    # By main() in this process: making the home is not under test (the server is).
+    done = cli("--home", str(home), "init")
     assert done.returncode == 0, done.stderr
 
 
@@ -62,8 +63,8 @@ def _head(home: Path) -> int:
 
 
 def _cli_line(home: Path, *argv: str) -> str:
-    done = subprocess.run([CLI, "--home", str(home), *argv], capture_output=True, text=True,
-                          check=False)
+    """The CLI's one-line refusal of ``argv`` (by main() in this process), to compare."""
+    done = cli("--home", str(home), *argv)
     assert done.returncode == 2, (done.stdout, done.stderr)
     return done.stderr.strip()
 
@@ -139,8 +140,8 @@ def test_an_observed_outcome_is_recalled_as_a_lesson(tmp_path: Path) -> None:
             assert story["steps"][0]["outcome"] == receipt["ids"]["outcome_id"]
             assert story["recall"]["shown"] is True
         # The same lesson, read by the command line from the home the server wrote.
-        done = subprocess.run([CLI, "--home", str(home), "lessons", "list", "--json"],
-                              capture_output=True, text=True, check=True)
+        done = cli("--home", str(home), "lessons", "list", "--json")
+        assert done.returncode == 0, done.stderr
         assert lesson_id in done.stdout
 
     _run(body)

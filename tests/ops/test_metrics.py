@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 import anyio
+from in_process import cli
 from lessonledger.commands import Operation, open_ledger
 from lessonledger.commands.read_side import open_reader
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -59,7 +60,7 @@ with open_ledger(home, sync=False) as ledger:
 
 def _seed(home: Path) -> None:
     """A home with alice's work erased, so erasures and erased bodies are not zero."""
-    assert subprocess.run([CLI, "--home", str(home), "init"], check=False).returncode == 0
+    assert cli("--home", str(home), "init").returncode == 0  # main(), in this process
     with open_ledger(home, sync=False) as ledger:
         for i, who in enumerate(["alice", "alice", "carol"]):
             ledger.observe_outcome(key=f"seed-{i}", project=PROJECTS[0], session=f"s-{i}",
@@ -135,9 +136,9 @@ def test_a_scrape_during_load_counts_what_the_log_holds(tmp_path: Path) -> None:
         stop.touch()
         assert writer.wait(timeout=60) == 0
         final = _scrape(url)
-        stats = subprocess.run([CLI, "--home", str(home), "stats", "--json"], check=True,
-                               capture_output=True, text=True).stdout
-        counted = json.loads(stats)
+        stats = cli("--home", str(home), "stats", "--json")  # main(), in this process
+        assert stats.returncode == 0, stats.stderr
+        counted = json.loads(stats.stdout)
         assert final["lessonledger_log_head"][()] == counted["head"]
         assert _by_type(final) == counted["events_by_type"]
         assert final["lessonledger_erased_bodies"][()] == counted["erased_bodies"]
@@ -166,7 +167,7 @@ def test_a_scrape_during_load_counts_what_the_log_holds(tmp_path: Path) -> None:
 
 def test_the_mcp_server_counts_and_times_what_it_serves(tmp_path: Path) -> None:
     home, errors = tmp_path / "home", tmp_path / "stderr"
-    assert subprocess.run([CLI, "--home", str(home), "init"], check=False).returncode == 0
+    assert cli("--home", str(home), "init").returncode == 0  # main(), in this process
     params = StdioServerParameters(command=CLI, args=[
         "--home", str(home), "mcp", "--project", PROJECTS[0], "--metrics", "127.0.0.1:0"])
     trap = [{"op": "make", "target": "build", "ok": False, "error": "no rule"},

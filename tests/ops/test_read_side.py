@@ -33,11 +33,12 @@ def files(home: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def home(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    """A home with lessons, a saved view and index, and some events after them."""
-    path = tmp_path / "home"
-    assert run(capsys, "--home", str(path), "demo")[0] == 0
-    return path
+def home(demo_copy: Path) -> Path:
+    """A home with lessons, a saved view and index, and some events after them.
+
+    The demo's, this test's own copy (see conftest).
+    """
+    return demo_copy
 
 
 def queries(capsys: pytest.CaptureFixture[str], home: Path) -> list[list[str]]:

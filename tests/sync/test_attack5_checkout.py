@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from hubtools import hub, lessonledger
+from in_process import cli
 from lessonledger.commands import open_ledger
 from lessonledger.sync.exchange import LocalExchange
 from lessonledger.sync.replica import prepare_clone, pull
@@ -23,8 +24,13 @@ from lessonledger.sync.service import SyncService
 from lessonledger.sync.snapshots import checkout, take_snapshot
 from sync_workload import fill
 
+#: Checkout, snapshot, verify and lessons run by main() in this process: they are about
+#: what lands in the homes. The clone from the restored hub stays a process of its own
+#: talking to the hub's (:func:`_process`).
+_cli = cli
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+
+def _process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([lessonledger(), *args], capture_output=True, text=True,
                           timeout=120)
 
@@ -49,7 +55,7 @@ def test_a_replica_of_a_hub_restored_by_checkout_verifies(tmp_path: Path) -> Non
     assert _cli("--home", str(restored), "snapshot", "--name", "after").returncode == 0
     replica = tmp_path / "replica"
     with hub(restored, tmp_path / "hub.log") as served:
-        cloned = _cli("clone", served.endpoint, str(replica), "--timeout", "20", "--json")
+        cloned = _process("clone", served.endpoint, str(replica), "--timeout", "20", "--json")
         assert cloned.returncode == 0, cloned.stderr
     checked = _cli("--home", str(replica), "verify", "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr

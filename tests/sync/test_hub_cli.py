@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from hubtools import hub, lessonledger
+from in_process import cli
 
 P = "a" * 32
 LINE = json.dumps({"command": "observe_outcome", "key": "cli-1", "project": P,
@@ -22,6 +23,10 @@ def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 
 def test_the_verbs_ask_a_hub_with_to(tmp_path: Path) -> None:
+    # The verbs by main() in this process (in_process.cli), against the hub's process:
+    # their talk with the hub over its socket is under test, not a process of their own.
+    run = cli
+
     with hub(tmp_path / "h", tmp_path / "log") as server:
         to = ["--to", server.endpoint]
         published = run("publish", *to, stdin=LINE + "\n")

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hubtools import HubProcess, curve_hub, hub, lessonledger
+from hubtools import HubProcess, curve_hub, hub
+from in_process import cli
 from lessonledger.commands import Ledger, open_ledger
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.sync import RemoteLedger
@@ -23,9 +23,9 @@ P, Q = "a" * 32, "b" * 32
 BODY = "# Triage\n\n## Drafting replies\nBe kind.\n"
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([lessonledger(), *args], capture_output=True, text=True,
-                          timeout=120, check=False, env=env)
+#: The skill verbs by main() in this process, against the hub's process: their talk with
+#: the hub over its socket is under test, not a process of their own.
+_cli = cli
 
 
 def test_remote_skills_answer_as_the_local_skills_do(tmp_path: Path) -> None:

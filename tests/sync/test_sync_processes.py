@@ -28,6 +28,7 @@ import msgspec
 import pytest
 import zmq
 from hubtools import HubProcess
+from in_process import cli
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope, decode_envelope
 from lessonledger.ledger.lmdb_env import acquire, release
@@ -53,6 +54,22 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 def lines(*args: str) -> list[Any]:
     return [json.loads(line) for line in run(*args).stdout.splitlines()]
+
+
+def ask(*args: str) -> str:
+    """What a query verb prints, asked with the CLI's main() in this process.
+
+    For the checks only (verify, lessons, recall, snapshots, erasures): the hub and the
+    replicas' sync verbs are the processes under test, and a process per check cost
+    most of this module's time.
+    """
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def asked(*args: str) -> list[Any]:
+    return [json.loads(line) for line in ask(*args).splitlines()]
 
 
 def raw(home: Path) -> list[tuple[int, bytes, bytes | None, bytes | None]]:
@@ -104,7 +121,7 @@ def serving(hub: Path) -> Iterator[Serving]:
 def _recall(home: Path) -> list[Any]:
     answers = []
     for project in PROJECTS:
-        answer = lines("--home", str(home), "recall", "--project", project, "--no-record",
+        answer = asked("--home", str(home), "recall", "--project", project, "--no-record",
                        "--json", "op-1 target-2 failed")[0]
         # Recency moves with the clock between two calls; the rest must be the same.
         answers.append([{k: v for k, v in lesson.items() if k not in ("recency", "score")}
@@ -117,10 +134,10 @@ def test_a_clone_over_zeromq_equals_its_source(hub: Path, serving: Serving,
     replica = tmp_path / "r1"
     cloned = lines("clone", serving.url, str(replica), "--name", "r1", "--json")[0]
     assert cloned["head"] == cloned["fetched"] >= 5000
-    verified = [lines("--home", str(home), "verify", "--json")[0] for home in (hub, replica)]
+    verified = [asked("--home", str(home), "verify", "--json")[0] for home in (hub, replica)]
     assert verified[0] == verified[1]
     assert verified[0]["ok"]
-    listed = [run("--home", str(home), "lessons", "list", "--all", "--json").stdout
+    listed = [ask("--home", str(home), "lessons", "list", "--all", "--json")
               for home in (hub, replica)]
     assert listed[0] == listed[1]
     assert listed[0].count("\n") > 100
@@ -162,11 +179,11 @@ def test_a_clone_that_folds_in_the_background_answers_the_same_before_and_after(
     assert cloned["head"] == cloned["fetched"] >= 5000
     assert cloned["fold_seconds"] == 0.0
     folder = cloned["folding"]
-    expected = (run("--home", str(hub), "lessons", "list", "--all", "--json").stdout,
+    expected = (ask("--home", str(hub), "lessons", "list", "--all", "--json"),
                 _recall(hub))
     assert expected[0].count("\n") > 100
     # At once, whether or not the background fold has saved anything yet.
-    assert (run("--home", str(replica), "lessons", "list", "--all", "--json").stdout,
+    assert (ask("--home", str(replica), "lessons", "list", "--all", "--json"),
             _recall(replica)) == expected
     deadline = time.monotonic() + 240
     while not _gone(folder):
@@ -174,9 +191,9 @@ def test_a_clone_that_folds_in_the_background_answers_the_same_before_and_after(
         time.sleep(0.2)
     assert _saved_positions(replica) == {cloned["head"]}
     assert (replica / "vectors").is_dir()
-    assert (run("--home", str(replica), "lessons", "list", "--all", "--json").stdout,
+    assert (ask("--home", str(replica), "lessons", "list", "--all", "--json"),
             _recall(replica)) == expected
-    verified = [lines("--home", str(home), "verify", "--json")[0] for home in (hub, replica)]
+    verified = [asked("--home", str(home), "verify", "--json")[0] for home in (hub, replica)]
     assert verified[0] == verified[1]
     assert raw(replica) == raw(hub)
     folded = lines("--home", str(replica), "fold", "--json")[0]
@@ -210,7 +227,7 @@ def test_a_clone_killed_at_random_moments_completes_identically(
     run("clone", serving.url, str(fresh), "--name", "r1")
     for name in ("lessons", "objects"):
         assert _saved(replica, name) == _saved(fresh, name)
-    assert lines("--home", str(replica), "verify", "--json")[0]["ok"]
+    assert asked("--home", str(replica), "verify", "--json")[0]["ok"]
 
 
 def test_a_clone_folding_in_the_background_killed_at_random_moments_completes_identically(
@@ -247,7 +264,7 @@ def test_a_clone_folding_in_the_background_killed_at_random_moments_completes_id
     run("clone", serving.url, str(fresh), "--name", "r1")
     for name in ("lessons", "objects"):
         assert _saved(replica, name) == _saved(fresh, name)
-    assert lines("--home", str(replica), "verify", "--json")[0]["ok"]
+    assert asked("--home", str(replica), "verify", "--json")[0]["ok"]
 
 
 def _saved(home: Path, view: str) -> bytes:
@@ -375,7 +392,7 @@ def test_an_erasure_at_the_hub_reaches_every_replica_and_leaves_no_residue(
             assert len(pulled["erasures"]) == 1
             assert not pulled["pending"]
         assert time.perf_counter() - started < 60
-        acked = lines("--home", str(hub), "erasures", "--json")
+        acked = asked("--home", str(hub), "erasures", "--json")
         assert [sorted(row["acked_by"]) for row in acked] == [["r1", "r2"]]
     finally:
         server.stop()
@@ -385,9 +402,9 @@ def test_an_erasure_at_the_hub_reaches_every_replica_and_leaves_no_residue(
         assert windows_left(str(home), set(list(others)[:300])), home
         # Chain links and snapshot ids: byte for byte what they were.
         assert [row[3] for row in raw(home)][:len(links[home])] == links[home]
-        snapshots = lines("--home", str(home), "snapshots", "--json")
+        snapshots = asked("--home", str(home), "snapshots", "--json")
         assert snapshots[0]["id"] == before["id"]
-        assert lines("--home", str(home), "verify", "--json")[0]["ok"]
+        assert asked("--home", str(home), "verify", "--json")[0]["ok"]
     # A replica restored from the snapshot taken before the erasure serves none of it.
     restored = tmp_path / "restored"
     out = lines("--home", str(replicas[0]), "checkout", before["id"][:12], "--into",
@@ -395,11 +412,11 @@ def test_an_erasure_at_the_hub_reaches_every_replica_and_leaves_no_residue(
     assert out["erased_later"] > 0
     assert out["last"] == before["last"]
     assert not windows_left(str(restored), erased)
-    listed = run("--home", str(restored), "lessons", "list", "--all", "--json").stdout
+    listed = ask("--home", str(restored), "lessons", "list", "--all", "--json")
     assert listed
     assert "alice lesson" not in listed
     assert "bob lesson" in listed
-    verified = lines("--home", str(restored), "verify", "--json")[0]
+    verified = asked("--home", str(restored), "verify", "--json")[0]
     assert verified["ok"]
     assert len(verified["erased"]) == out["erased_later"]
     assert [row[3] for row in raw(restored)] == links[hub][:before["last"]]

@@ -10,6 +10,7 @@ the bodies its key may read, and verifies with the others withheld.
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,11 +58,20 @@ def replica_lessons(home: str) -> bytes:
 TEXTS: dict[str, list[str]] = {}
 
 
-@pytest.fixture
-def hub(tmp_path: Path) -> str:
-    path = str(tmp_path / "hub")
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The hub's home, written once; each test gets a copy of its own to change."""
+    path = tmp_path_factory.mktemp("template") / "hub"
     with open_ledger(path, sync=False) as ledger:
-        TEXTS[path] = fill(ledger, 700)
+        texts = fill(ledger, 700)
+    return path, texts
+
+
+@pytest.fixture
+def hub(template: tuple[Path, list[str]], tmp_path: Path) -> str:
+    path = str(tmp_path / "hub")
+    shutil.copytree(template[0], path)
+    TEXTS[path] = template[1]
     return path
 
 
