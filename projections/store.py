@@ -243,6 +243,8 @@ class PinnedRows:
         self._prefix = name.encode() + b"/"
         self._txn: lmdb.Transaction | None = txn
         self.position = position
+        #: Rows read since the pages of ``data.mdb`` were last let go.
+        self._read = 0
 
     def _reading(self) -> lmdb.Transaction:
         if self._txn is None:
@@ -266,6 +268,13 @@ class PinnedRows:
             if not key.startswith(whole):
                 break
             found.append((key[cut:], value))
+        self._read += len(found)
+        if self._read >= _LET_GO_ROWS:
+            # Histories read on demand (a first listing on a big home reads those of every
+            # lesson it lists: chunks of 16 items, scattered) mapped 1 GB of data.mdb at
+            # 1,000,000 events before the ledger next let go; the rows are copies.
+            self._read = 0
+            let_go_of_pages(self._store.home.path)
         return found
 
     def renew(self, position: int) -> None:
