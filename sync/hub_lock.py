@@ -50,9 +50,15 @@ def hold(home: str, endpoint: str, *, wait: float = WAIT) -> int:
 
     Raises:
         HubRunningError: another process holds it for ``wait`` seconds.
+        LedgerConfigError: the lock file cannot be made or opened.
     """
     path = Path(home) / HUB_LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        msg = (f"cannot take the hub lock {path} ({e.strerror}); a hub writes this file in "
+               "its home: check the home's permissions and that the path is free")
+        raise LedgerConfigError(msg) from None
     until = time.monotonic() + wait
     while True:
         try:

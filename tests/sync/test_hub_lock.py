@@ -31,3 +31,18 @@ def test_a_second_hub_on_a_served_home_is_refused_and_the_first_serves_on(
         with RemoteLedger(first.endpoint, timeout=10) as client:
             assert client.status().head == client.head()
 
+
+
+def test_a_hub_lock_that_cannot_be_opened_is_one_line_exit_2(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert subprocess.run([lessonledger(), "--home", str(home), "init"],
+                          capture_output=True).returncode == 0
+    (home / "hub.lock").mkdir()  # in the lock's way
+    port, pub = free_ports(2)
+    served = subprocess.run(
+        [lessonledger(), "--home", str(home), "serve", "--bind", f"tcp://127.0.0.1:{port}",
+         "--pub", f"tcp://127.0.0.1:{pub}"], capture_output=True, text=True, timeout=120)
+    assert served.returncode == 2, served.stderr
+    lines = served.stderr.strip().splitlines()
+    assert len(lines) == 1, served.stderr
+    assert "cannot take the hub lock" in lines[0]
