@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, overload
 
 import lmdb
@@ -37,6 +38,7 @@ __all__ = [
     "open_environment",
     "open_lock_file",
     "opened_here",
+    "outside_home",
     "read_only",
     "release",
 ]
@@ -278,6 +280,21 @@ def opened_here(path: str) -> LMDBHome | None:
 def on_read_only_filesystem(path: str) -> bool:
     """True when ``path`` is on a filesystem mounted read-only."""
     return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
+def outside_home(path: str | os.PathLike[str], home: str | os.PathLike[str],
+                 advice: str) -> None:
+    """Refuse to write ``path`` inside ``home``: it would become one of the home's files.
+
+    Copied with the home, it would hold what a later erasure there takes, out of reach of
+    everything erasure compacts (and over ``data.mdb`` it would replace the ledger).
+
+    Raises:
+        LedgerConfigError: ``path`` lies inside ``home``; ``advice`` says what to do.
+    """
+    if Path(path).resolve().is_relative_to(Path(home).resolve()):
+        msg = f"{path} is inside the home {home}; {advice}"
+        raise LedgerConfigError(msg)
 
 
 def open_lock_file(real: str) -> int:

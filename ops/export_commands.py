@@ -42,6 +42,7 @@ import msgspec
 from lessonledger.ledger.envelope import GENESIS, MAX_BODY_BYTES, checked_stored
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, EVENT_TYPES, Erased, decode_event, tag_of
+from lessonledger.ledger.lmdb_env import outside_home
 from lessonledger.ledger.log import LOG_NAME
 from lessonledger.ops.config import check_home_file, is_home, open_log
 from lessonledger.ops.export_format import (
@@ -134,9 +135,7 @@ def _check_output(path: Path, home: Path) -> None:
     if path.is_dir():
         msg = f"{path} is a directory; give the export file's name (-o DIR/all.jsonl)"
         raise LedgerConfigError(msg)
-    if path.resolve().is_relative_to(home.resolve()):
-        msg = f"{path} is inside the home {home}; export to a file outside the home"
-        raise LedgerConfigError(msg)
+    outside_home(path, home, "export to a file outside the home")
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from lessonledger.ledger.lmdb_env import (
     acquire,
     on_read_only_filesystem,
     opened_here,
+    outside_home,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -182,12 +183,7 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
     if target.exists() and any(target.iterdir()):
         msg = f"{target} is not empty; check out into a new or empty directory"
         raise LedgerConfigError(msg)
-    source = Path(home).resolve()
-    if target.resolve().is_relative_to(source):
-        # Inside the home it restores, a checkout would be part of that home's files:
-        # copied with it, and holding what a later erasure there must take.
-        msg = f"{target} is inside {home}; check out into a directory outside the home"
-        raise LedgerConfigError(msg)
+    outside_home(target, home, "check out into a directory outside the home")
     if read_only is None:
         read_only = on_read_only_filesystem(os.fspath(home))
     with objects_of(home, read_only=read_only) as (source_home, log, view):
