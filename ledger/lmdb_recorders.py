@@ -10,6 +10,7 @@ the home's size in bytes.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -27,6 +28,7 @@ from eventsourcing.persistence import (
     Subscription,
     Tracking,
     TrackingRecorder,
+    WaitInterruptedError,
 )
 from eventsourcing.utils import Environment, EnvType, resolve_topic, strtobool
 from lessonledger.ledger.errors import LedgerConfigError
@@ -192,6 +194,35 @@ class LMDBTrackingRecorder(TrackingRecorder):
         with self.home.env.begin() as txn:
             raw = txn.get(application_name.encode(), db=self._tracking)
         return int.from_bytes(raw, "big") if raw is not None else None
+
+    def wait(self, application_name: str, notification_id: int | None,
+             timeout: float = 1.0, interrupt: threading.Event | None = None) -> None:
+        """Block until ``notification_id`` from ``application_name`` is tracked.
+
+        As eventsourcing's, but polling from 1 ms up to :data:`POLL_INTERVAL` rather
+        than from 100 ms up to 800 ms: a read here is a few microseconds, not a query
+        to a server, and a wait that polls at 0.1, 0.3 and 0.7 s loses the last 300 ms
+        of its timeout on a busy machine.
+
+        Raises:
+            TimeoutError: not tracked within ``timeout`` seconds.
+            WaitInterruptedError: ``interrupt`` was set first.
+        """
+        deadline = time.monotonic() + timeout
+        pause = 0.001
+        while not self.has_tracking_id(application_name, notification_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = (f"Timed out waiting for notification {notification_id} from "
+                       f"application '{application_name}' to be processed")
+                raise TimeoutError(msg)
+            pause = min(pause, remaining)
+            if interrupt is not None:
+                if interrupt.wait(pause):
+                    raise WaitInterruptedError
+            else:
+                time.sleep(pause)
+            pause = min(pause * 2, POLL_INTERVAL)
 
 
 class LMDBProcessRecorder(LMDBTrackingRecorder, LMDBApplicationRecorder, ProcessRecorder):
