@@ -58,11 +58,7 @@ import msgspec
 import zmq
 from lessonledger.commands.access import AccessCommand, GrantAccess
 from lessonledger.commands.errors import InvalidCommandError
-from lessonledger.commands.messages import (
-    AnyCommand,
-    Erase,
-    checked_command,
-)
+from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
@@ -485,6 +481,10 @@ class Hub:
             assert self._writer is not None, "made by run() before it serves"
             self._writer.done = True
         if report.batch is not None:
+            # Logged here, not by the writer: its process is the one the hub waits on.
+            size, events, seconds = report.batch
+            log.info("batch of %d requests, %d events, %.1f ms, head %d", size, events,
+                     seconds * 1000, report.head if report.head >= 0 else self.head)
             self.stats.batch(*report.batch)
         for name in report.refused:
             self.stats.refused(name)
@@ -705,8 +705,12 @@ def _work(seq: int, identity: bytes, request: int, access: Access, body: msgspec
 
 def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
              ) -> AnyCommand | SkillCommand | AccessCommand:
-    """The command as the ledger would check it, with the connection's principal."""
-    command = checked_command(command)
+    """The command as the ledger would check it, with the connection's principal.
+
+    No ``checked_command`` here: it was decoded from msgpack into its Struct by a
+    typed decoder, which checked every bound and refused a string that is not UTF-8
+    (a lone surrogate cannot be encoded), as ``checked_command``'s round trip would.
+    """
     refuse_credentials(command)
     if not isinstance(command, GrantAccess):  # a grant's principal is its grantee
         require_own_principal(access, command.principal)

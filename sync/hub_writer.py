@@ -43,6 +43,8 @@ from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.submission import Submission
 from lessonledger.sync import wire
+from lessonledger.projections.access import AccessView
+from lessonledger.projections.views import access_view
 from lessonledger.sync.authority import (
     Access,
     authorize_command,
@@ -163,6 +165,8 @@ class Writer:
         self.last_clients = 1
         self.head = ledger.head()
         self._grants = b""
+        #: The access view and its count of changes when the grants were last encoded.
+        self._grants_seen: tuple[AccessView, int] | None = None
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -215,9 +219,19 @@ class Writer:
     def _report(self, report: Report, replies: list[bytes] | None = None) -> None:
         self.outbox.send_multipart([_encoder.encode(report), *(replies or ())])
 
-    def _fresh_grants(self, *, force: bool = False) -> bytes:
-        """The grants in force, encoded, if they changed since last sent (or ``force``)."""
-        encoded = _encoder.encode(self.ledger.grants())
+    def _fresh_grants(self, *, force: bool = False, folded: bool = False) -> bytes:
+        """The grants in force, encoded, if they changed since last sent (or ``force``).
+
+        ``folded``: the views have just folded every commit (the writer's own batch
+        did), so the access view is asked as it stands, and only when it folded a
+        grant, revocation or erasure since the grants were last encoded.
+        """
+        view = access_view(self.ledger.runner)
+        if folded and not force and self._grants_seen == (view, view.changes):
+            return b""
+        encoded = _encoder.encode(view.grants() if folded else self.ledger.grants())
+        view = access_view(self.ledger.runner)  # ledger.grants() may have refolded anew
+        self._grants_seen = (view, view.changes)
         if encoded == self._grants and not force:
             return b""
         self._grants = encoded
@@ -323,10 +337,8 @@ class Writer:
         if any(work.kind in ("command", "batch", "sync") for work in group):
             # Before anyone is answered: the front turns a key revoked here away from
             # its receipt on (the writer would refuse it anyway).
-            grants = self._fresh_grants()
+            grants = self._fresh_grants(folded=True)
         seconds = time.perf_counter() - started
-        log.info("batch of %d requests, %d events, %.1f ms, head %d", len(group),
-                 self.head - before, seconds * 1000, self.head)
         self._report(Report("batch", head=self.head if self.head != before else -1,
                             taken=[work.seq for work in group],
                             batch=(len(group), self.head - before, seconds),
