@@ -105,6 +105,7 @@ _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
 _erase = msgspec.msgpack.Decoder(Erase)
 _report = msgspec.msgpack.Decoder(Report)
 _grants = msgspec.msgpack.Decoder(list[Grant])
+_replies = msgspec.msgpack.Decoder(list[bytes])
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -383,7 +384,7 @@ class Hub:
         deadline = time.monotonic() + START_WAIT
         while time.monotonic() < deadline:
             if writer.reports.poll(100, zmq.POLLIN):
-                parts = writer.reports.recv_multipart()
+                parts = _unpacked(writer.reports.recv_multipart())
                 report = _report.decode(parts[0])
                 if report.kind == "failed":
                     raise LedgerConfigError(report.error)
@@ -467,7 +468,7 @@ class Hub:
                 parts = self._writer.reports.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._forward(router, pub, parts)
+            self._forward(router, pub, _unpacked(parts))
 
     def _forward(self, router: zmq.Socket[Any] | None, pub: zmq.Socket[Any],
                  parts: list[bytes]) -> None:
@@ -652,6 +653,11 @@ class Hub:
         self._prune()
         return self.stats.snapshot(head=self.head, clients=len(self._clients),
                                    queue_depth=len(self._inflight))
+
+
+def _unpacked(parts: list[bytes]) -> list[bytes]:
+    """A writer's report as ``[report, identity, reply, ...]`` (its replies come packed)."""
+    return [parts[0], *_replies.decode(parts[1])] if len(parts) > 1 else parts
 
 
 def _client(work: Work) -> str:

@@ -12,8 +12,8 @@ The front sends :class:`Work` it has checked already, msgpack-encoded, in one me
 per burst it read (``[b"w", works]``); ``[b"g"]`` asks for the grants as they stand (a
 handshake of a key the front does not know), ``[b"s"]`` asks it to drain: commit what it
 was sent before, then report ``done`` and exit. It answers with :class:`Report` messages,
-``[report, identity, reply, identity, reply, ...]``: one a batch, sent after its durable
-commit.
+``[report, replies]`` where ``replies`` is the msgpack list ``[identity, reply, identity,
+reply, ...]``: one a batch, sent after its durable commit.
 
 It outlives nothing: the kernel kills it when the front exits (Linux's parent-death
 signal), and it looks at its parent pid while idle everywhere else. It ignores SIGINT
@@ -217,7 +217,9 @@ class Writer:
                 self.stopping = True
 
     def _report(self, report: Report, replies: list[bytes] | None = None) -> None:
-        self.outbox.send_multipart([_encoder.encode(report), *(replies or ())])
+        # Two parts, the replies packed in one: a part costs a send of its own (about
+        # 1.5 us of CPU on each side), and a batch's replies are two parts per request.
+        self.outbox.send_multipart([_encoder.encode(report), _encoder.encode(replies or [])])
 
     def _fresh_grants(self, *, force: bool = False, folded: bool = False) -> bytes:
         """The grants in force, encoded, if they changed since last sent (or ``force``).
