@@ -42,9 +42,9 @@ from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.submission import Submission
-from lessonledger.sync import wire
 from lessonledger.projections.access import AccessView
 from lessonledger.projections.views import access_view
+from lessonledger.sync import wire
 from lessonledger.sync.authority import (
     Access,
     authorize_command,
