@@ -163,7 +163,7 @@ def _workers(kind: str, target: str, count: int, work: Path,
             _, err = proc.communicate(timeout=1200)
             if proc.returncode != 0:
                 raise RuntimeError(err.decode()[-2000:])
-        elapsed = max(json.loads((work / f"{a}.json").read_text())["ended"]
+        elapsed = max(float(json.loads((work / f"{a}.json").read_text())["ended"])
                       for a in range(PUBLISHERS)) - started
     finally:
         for proc in procs:

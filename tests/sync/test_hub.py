@@ -69,14 +69,14 @@ def test_a_command_out_of_its_schema_is_refused_and_writes_nothing(
     fields = {"command": "observe_outcome", "key": f"u-{uuid4()}", "project": P, "passed": True,
               "task": marker}
     data = msgspec.msgpack.encode(fields).replace(marker.encode(), b"ab\xed\xa0\x80" + b"x" * 9)
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[Any] = zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(server.endpoint)
     try:
         sock.send(wire.encode_frame(wire.CommandRequest(msgspec.Raw(data)), 7))
         assert sock.poll(10000)
-        reply = wire.decode_body(wire.decode_frame(sock.recv()))
+        reply: msgspec.Struct = wire.decode_body(wire.decode_frame(sock.recv()))
     finally:
         sock.close()
     assert isinstance(reply, wire.Refused)
