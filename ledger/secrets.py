@@ -408,6 +408,8 @@ def credential_in(text: str) -> str | None:
     """
     if not text.strip():
         return None
+    if text.isascii():  # its own folding: one reading (most texts, and at a hub's rate)
+        return _cached(text) if len(text) <= _CACHED_UP_TO else _detector().find(text)
     for reading in dict.fromkeys([text, folded(text)]):
         kind = _cached(reading) if len(reading) <= _CACHED_UP_TO else _detector().find(reading)
         if kind is not None:
@@ -444,8 +446,34 @@ def credential_field(value: object, skip: Collection[str] = (),
 
     ``skip`` names top-level fields left out; ``path`` is ``value``'s own JSON path.
     """
+    texts: list[str] = []
+    _strings(value, texts, skip)
+    if not any(credential_in(text) is not None for text in texts):
+        return None
+    # Only a refusal needs the path: building one for every string cost more than the
+    # screen itself (every command and submission a hub takes passes here).
     for where, text in text_fields(value, path, skip=skip):
         kind = credential_in(text)
         if kind is not None:
             return where, kind
     return None
+
+
+def _strings(value: object, out: list[str], skip: Collection[str] = ()) -> None:
+    """Append every string :func:`text_fields` yields for ``value``, in its order."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            if name not in skip:
+                item = getattr(value, name)
+                if type(item) not in _NO_TEXT:
+                    _strings(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings(key, out)
+            _strings(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if type(item) not in _NO_TEXT:
+                _strings(item, out)

@@ -91,6 +91,9 @@ class AccessView(StateView[_State]):
     def __init__(self) -> None:
         self._s = _State()
         self._by_key: dict[str, Grant] = {}
+        #: Counts the folds that may have changed a grant: a hub sends its grants on
+        #: only when this moved, rather than encode them all after every batch.
+        self.changes = 0
 
     def _loaded(self) -> None:
         self._index()
@@ -130,6 +133,7 @@ class AccessView(StateView[_State]):
         self._s.position = envelope.position
         if envelope.type not in NAMES_A_KEY:
             return
+        self.changes += 1
         stream = str(envelope.stream_id)
         self._s.versions[stream] = max(self._s.versions.get(stream, 0), envelope.version + 1)
         old = self._s.grants.pop(stream, None)
@@ -153,6 +157,7 @@ class AccessView(StateView[_State]):
             self._s.revoked[old.key_name] = envelope.position
 
     def _index(self) -> None:
+        self.changes += 1
         self._by_key = {row.public_key: _grant(row) for row in self._s.grants.values()}
 
 

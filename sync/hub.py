@@ -58,11 +58,7 @@ import msgspec
 import zmq
 from lessonledger.commands.access import AccessCommand, GrantAccess
 from lessonledger.commands.errors import InvalidCommandError
-from lessonledger.commands.messages import (
-    AnyCommand,
-    Erase,
-    checked_command,
-)
+from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.refusals import refuse_credentials
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
@@ -109,6 +105,7 @@ _command = msgspec.msgpack.Decoder(AnyCommand | SkillCommand | AccessCommand)
 _erase = msgspec.msgpack.Decoder(Erase)
 _report = msgspec.msgpack.Decoder(Report)
 _grants = msgspec.msgpack.Decoder(list[Grant])
+_replies = msgspec.msgpack.Decoder(list[bytes])
 _encoder = msgspec.msgpack.Encoder()
 
 
@@ -387,7 +384,7 @@ class Hub:
         deadline = time.monotonic() + START_WAIT
         while time.monotonic() < deadline:
             if writer.reports.poll(100, zmq.POLLIN):
-                parts = writer.reports.recv_multipart()
+                parts = _unpacked(writer.reports.recv_multipart())
                 report = _report.decode(parts[0])
                 if report.kind == "failed":
                     raise LedgerConfigError(report.error)
@@ -471,7 +468,7 @@ class Hub:
                 parts = self._writer.reports.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._forward(router, pub, parts)
+            self._forward(router, pub, _unpacked(parts))
 
     def _forward(self, router: zmq.Socket[Any] | None, pub: zmq.Socket[Any],
                  parts: list[bytes]) -> None:
@@ -485,6 +482,10 @@ class Hub:
             assert self._writer is not None, "made by run() before it serves"
             self._writer.done = True
         if report.batch is not None:
+            # Logged here, not by the writer: its process is the one the hub waits on.
+            size, events, seconds = report.batch
+            log.info("batch of %d requests, %d events, %.1f ms, head %d", size, events,
+                     seconds * 1000, report.head if report.head >= 0 else self.head)
             self.stats.batch(*report.batch)
         for name in report.refused:
             self.stats.refused(name)
@@ -654,6 +655,11 @@ class Hub:
                                    queue_depth=len(self._inflight))
 
 
+def _unpacked(parts: list[bytes]) -> list[bytes]:
+    """A writer's report as ``[report, identity, reply, ...]`` (its replies come packed)."""
+    return [parts[0], *_replies.decode(parts[1])] if len(parts) > 1 else parts
+
+
 def _client(work: Work) -> str:
     """Whose share of the queue ``work`` takes: its key's, or its connection's."""
     return work.access.key or work.identity.hex()
@@ -705,8 +711,12 @@ def _work(seq: int, identity: bytes, request: int, access: Access, body: msgspec
 
 def _checked(command: AnyCommand | SkillCommand | AccessCommand, access: Access
              ) -> AnyCommand | SkillCommand | AccessCommand:
-    """The command as the ledger would check it, with the connection's principal."""
-    command = checked_command(command)
+    """The command as the ledger would check it, with the connection's principal.
+
+    No ``checked_command`` here: it was decoded from msgpack into its Struct by a
+    typed decoder, which checked every bound and refused a string that is not UTF-8
+    (a lone surrogate cannot be encoded), as ``checked_command``'s round trip would.
+    """
     refuse_credentials(command)
     if not isinstance(command, GrantAccess):  # a grant's principal is its grantee
         require_own_principal(access, command.principal)

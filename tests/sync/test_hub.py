@@ -58,6 +58,32 @@ def test_open_ledger_takes_an_endpoint_or_a_path(server: HubProcess, tmp_path: P
         assert local.head() == 0
 
 
+def test_a_command_out_of_its_schema_is_refused_and_writes_nothing(
+        server: HubProcess, client: RemoteLedger) -> None:
+    # The front checks a command by its typed decode alone: every bound, and UTF-8.
+    head = client.head()
+    long_task = ObserveOutcome(key=f"t-{uuid4()}", project=P, passed=True, task="x" * 9000)
+    with pytest.raises(InvalidCommandError, match="invalid command"):
+        client.execute(long_task)
+    marker = "SURROGATE-HERE"
+    fields = {"command": "observe_outcome", "key": f"u-{uuid4()}", "project": P, "passed": True,
+              "task": marker}
+    data = msgspec.msgpack.encode(fields).replace(marker.encode(), b"ab\xed\xa0\x80" + b"x" * 9)
+    ctx: zmq.Context[Any] = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(server.endpoint)
+    try:
+        sock.send(wire.encode_frame(wire.CommandRequest(msgspec.Raw(data)), 7))
+        assert sock.poll(10000)
+        reply: msgspec.Struct = wire.decode_body(wire.decode_frame(sock.recv()))
+    finally:
+        sock.close()
+    assert isinstance(reply, wire.Refused)
+    assert isinstance(wire.refusal_error(reply), InvalidCommandError)
+    assert client.head() == head
+
+
 def test_commands_and_queries_have_the_local_types(client: RemoteLedger) -> None:
     key = f"k-{uuid4()}"
     receipt = client.observe_outcome(key=key, project=P, session="s1", passed=True,
