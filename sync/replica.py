@@ -397,7 +397,10 @@ class _Puller:
                     f"positions {first}-{last} hash otherwise"))
         if closes:
             hasher = SegmentHasher()
-        rows = list(zip(envelopes, [body or None for body in chunk.bodies], strict=True))
+        empty = chunk.bodies.count(b"")
+        rows: list[tuple[bytes, bytes | None]] = list(zip(
+            envelopes, [body or None for body in chunk.bodies] if empty else chunk.bodies,
+            strict=True))
         refused = [p for p in self.tombstones.intersection(range(chunk.start, last + 1))
                    if rows[p - chunk.start][1] is not None]
         if refused:
@@ -409,11 +412,12 @@ class _Puller:
             msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
                    "withheld or erased, which is not a position of it without a body")
             raise ProtocolError(msg)
-        self.missing.update({p for p in range(chunk.start, last + 1)
-                             if rows[p - chunk.start][1] is None}
-                            - set(chunk.withheld) - set(chunk.erased))
+        if empty:
+            self.missing.update({p for p in range(chunk.start, last + 1)
+                                 if rows[p - chunk.start][1] is None}
+                                - set(chunk.withheld) - set(chunk.erased))
         self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
-                                   count - chunk.bodies.count(b""), chunk.erased))
+                                   count - empty, chunk.erased))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
