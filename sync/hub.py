@@ -534,7 +534,7 @@ class Hub:
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
-            router.send_multipart([identity, data], zmq.NOBLOCK)
+            router.send_multipart([identity, data], zmq.NOBLOCK, copy=False)  # as the writer
         except zmq.Again:
             # Its pipe is full: it is not reading. Its reply is lost to it, not to others.
             if identity not in self._not_reading:

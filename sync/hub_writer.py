@@ -213,7 +213,10 @@ class Writer:
                 self.stopping = True
 
     def _report(self, report: Report, replies: list[bytes] | None = None) -> None:
-        self.outbox.send_multipart([_encoder.encode(report), *(replies or ())])
+        # Without a copy: libzmq sends from the bytes themselves (pyzmq keeps them alive
+        # until it is done; parts under its copy threshold are copied as before), which
+        # spares a copy of every chunk a clone is sent.
+        self.outbox.send_multipart([_encoder.encode(report), *(replies or ())], copy=False)
 
     def _fresh_grants(self, *, force: bool = False) -> bytes:
         """The grants in force, encoded, if they changed since last sent (or ``force``)."""
