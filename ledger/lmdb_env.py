@@ -266,7 +266,11 @@ def read_only(path: str) -> Iterator[LMDBHome]:
         raise LedgerConfigError(msg) from e
     check_length(env, real)
     try:
-        yield LMDBHome(real, env, sync=False, lock_fd=-1)
+        home = LMDBHome(real, env, sync=False, lock_fd=-1)
+        from lessonledger.ledger.packs import refuse_pending  # it builds on the log
+
+        refuse_pending(home)
+        yield home
     finally:
         env.close()
 
@@ -351,10 +355,19 @@ def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -
         msg = f"cannot create ledger home {path!r}: {e.strerror}; choose a writable directory"
         raise LedgerConfigError(msg) from e
     real = os.path.realpath(path)
+    home, opened = _open(real, sync, map_size)
+    if opened:
+        # A pull that packed while others here had the home open laid them out itself.
+        _lay_out_packs(home)
+    return home
+
+
+def _open(real: str, sync: bool, map_size: int) -> tuple[LMDBHome, bool]:
+    """The home, shared or opened; True when this call opened its environment."""
     with _homes_lock:
         home = _homes.get(real)
         if home is not None:
-            return _share(home, sync)
+            return _share(home, sync), False
     # The lock is taken before LMDB opens the file and outside _homes_lock, so waiting
     # out a compaction of this home never holds up opening other homes.
     fd = _lock_shared(real)
@@ -362,7 +375,7 @@ def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -
         home = _homes.get(real)
         if home is not None:  # another thread opened it meanwhile: its lock is enough
             os.close(fd)
-            return _share(home, sync)
+            return _share(home, sync), False
         try:
             env = open_environment(real, sync=sync, map_size=map_size)
         except BaseException:
@@ -370,7 +383,19 @@ def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -
             raise
         home = _homes[real] = LMDBHome(real, env, sync, fd)
         home.users += 1
-        return home
+        return home, True
+
+
+def _lay_out_packs(home: LMDBHome) -> None:
+    """Lay out what a pull left packed (see :mod:`~lessonledger.ledger.packs`) first."""
+    from lessonledger.ledger.packs import pending, unpack  # it builds on the log
+
+    try:
+        if pending(home):
+            unpack(home)
+    except BaseException:
+        release(home)
+        raise
 
 
 def _share(home: LMDBHome, sync: bool) -> LMDBHome:

@@ -53,7 +53,7 @@ _LMDB_MAGIC = 0xBEEFC0DE
 _MAGIC_AT = 16
 #: The trees our module makes: a log's (``<name>.log``, ``.streams``, ``.ids``, and an
 #: application's ``.tracking``), the saved views, and sync's state (``sync``).
-_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking)|views|sync)\Z")
+_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking|packs)|views|sync)\Z")
 
 
 #: The longest wait a seconds option takes (about 11 days): past it, ZeroMQ's and the

@@ -216,6 +216,13 @@ class ObjectView(StateView[_State]):
         """True when an ``Erased`` record names ``position``: its body is gone for good."""
         return position in self._tombs
 
+    def tombstoned_within(self, start: int, stop: int) -> bool:
+        """True when an ``Erased`` record names a position from ``start`` to ``stop``."""
+        tombs = self._tombs
+        if len(tombs) < stop - start:
+            return any(start <= position <= stop for position in tombs)
+        return not tombs.isdisjoint(range(start, stop + 1))
+
     @property
     def tombstones(self) -> frozenset[int]:
         """Every position an erasure named."""

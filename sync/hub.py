@@ -535,7 +535,7 @@ class Hub:
 
     def _send(self, router: zmq.Socket[Any], identity: bytes, data: bytes) -> None:
         try:
-            router.send_multipart([identity, data], zmq.NOBLOCK)
+            router.send_multipart([identity, data], zmq.NOBLOCK, copy=False)  # as the writer
         except zmq.Again:
             # Its pipe is full: it is not reading. Its reply is lost to it, not to others.
             if identity not in self._not_reading:
@@ -656,8 +656,13 @@ class Hub:
 
 
 def _unpacked(parts: list[bytes]) -> list[bytes]:
-    """A writer's report as ``[report, identity, reply, ...]`` (its replies come packed)."""
-    return [parts[0], *_replies.decode(parts[1])] if len(parts) > 1 else parts
+    """A writer's report as ``[report, identity, reply, ...]``.
+
+    Its replies come packed in one part, or, when large, each in a part of its own
+    (:meth:`~lessonledger.sync.hub_writer.Writer._report`): a packed report has two parts
+    exactly, since an unpacked one with any reply has an identity and a reply besides.
+    """
+    return [parts[0], *_replies.decode(parts[1])] if len(parts) == 2 else parts
 
 
 def _client(work: Work) -> str:

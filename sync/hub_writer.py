@@ -68,6 +68,8 @@ log = logging.getLogger("lessonledger.hub")
 GRANTS_EVERY = 0.5
 #: Milliseconds between two looks at the parent while no work comes.
 PARENT_EVERY_MS = 50
+#: Bytes of replies a report packs into one part; past this they go a part each, uncopied.
+_PACK_AT_MOST = 64 << 10
 #: Message tags, front to writer.
 WORK, GRANTS, STOP = b"w", b"g", b"s"
 
@@ -217,9 +219,16 @@ class Writer:
                 self.stopping = True
 
     def _report(self, report: Report, replies: list[bytes] | None = None) -> None:
-        # Two parts, the replies packed in one: a part costs a send of its own (about
-        # 1.5 us of CPU on each side), and a batch's replies are two parts per request.
-        self.outbox.send_multipart([_encoder.encode(report), _encoder.encode(replies or [])])
+        replies = replies or []
+        if sum(map(len, replies)) <= _PACK_AT_MOST:
+            # Two parts, the replies packed in one: a part costs a send of its own (about
+            # 1.5 us of CPU on each side), and a batch's replies are two parts per request.
+            self.outbox.send_multipart([_encoder.encode(report), _encoder.encode(replies)])
+        else:
+            # Large replies (a clone's chunks) each as a part of its own and without a
+            # copy: libzmq sends from the bytes themselves (pyzmq keeps them alive until
+            # it is done), where packing would copy every chunk twice.
+            self.outbox.send_multipart([_encoder.encode(report), *replies], copy=False)
 
     def _fresh_grants(self, *, force: bool = False, folded: bool = False) -> bytes:
         """The grants in force, encoded, if they changed since last sent (or ``force``).

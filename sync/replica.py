@@ -18,7 +18,12 @@ already), from the records already decoded on their way in; at the end the vecto
 follows and both are saved (a pull with ``fold=False``, as ``clone --fold background``
 runs it, folds none of it unless an erasure came: it returns once everything is
 verified and committed, and a reader folds what the saved views lack until
-:func:`refold` saves them). If erasures were applied, the home is then compacted so
+:func:`refold` saves them). Such a pull stores each whole checked chunk as one value, a
+pack (:mod:`lessonledger.ledger.packs`), instead of four rows an event: the first
+writable open of the home after it (the background fold) lays the packs out as the
+log's rows, so no reader sees the log without them. A chunk with an ``Erased`` record, a
+body gap or a withheld body is never packed: from there on the pull writes rows, after
+laying out what it packed. If erasures were applied, the home is then compacted so
 none of their bytes stays in its files, and only then is each erasure acknowledged to
 the hub.
 """
@@ -45,6 +50,7 @@ from lessonledger.ledger.events import ERASED, Erased, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, Record, Writing
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
+from lessonledger.ledger.packs import Pack, packs_tree, put_pack, unpack
 from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
@@ -203,6 +209,12 @@ def _reply(frame: bytes, kind: type[Reply]) -> Reply:
     return reply
 
 
+#: An ``Erased`` record's type as its envelope spells it: a chunk holding one is never
+#: packed (it may hold bytes that spell it elsewhere: that chunk goes in rows, as all do).
+_ERASED_TYPE = msgspec.msgpack.encode(ERASED)
+#: How a canonical envelope's last field, the 32-byte commitment, begins (``bin 8``, 32).
+_COMMITMENT = b"\xc4\x20"
+
 #: Verified chunks are committed together once they hold this many bytes (and when the
 #: pull reaches the hub's head): one transaction and one fold for many segments, instead
 #: of one per segment. An interrupted pull loses at most this much of what arrived.
@@ -222,6 +234,8 @@ class _Queued(NamedTuple):
     checked: bool
     bodies: int  # how many rows carry one
     erased: list[int]
+    #: The chunk checked whole and stored as one value (see :meth:`_Puller._packed`).
+    pack: Pack | None = None
 
 
 class _Misfit(Exception):
@@ -293,6 +307,11 @@ class _Puller:
         #: later: taken by an erasure, in this pull or one committed at the hub since
         #: its hello (then the next pull brings it).
         self.missing: set[int] = set()
+        #: Whether whole chunks are stored as packs (a pull that does not fold), and
+        #: the chain link after the last one packed.
+        self.packing = not fold
+        self.packed_link = self.link
+        self.packed = False
 
     def hello(self) -> bytes:
         return encode(Hello(self.name, self.head, self.link if self.head else b""))
@@ -397,7 +416,10 @@ class _Puller:
                     f"positions {first}-{last} hash otherwise"))
         if closes:
             hasher = SegmentHasher()
-        rows = list(zip(envelopes, [body or None for body in chunk.bodies], strict=True))
+        empty = chunk.bodies.count(b"")
+        rows: list[tuple[bytes, bytes | None]] = list(zip(
+            envelopes, [body or None for body in chunk.bodies] if empty else chunk.bodies,
+            strict=True))
         refused = [p for p in self.tombstones.intersection(range(chunk.start, last + 1))
                    if rows[p - chunk.start][1] is not None]
         if refused:
@@ -409,16 +431,52 @@ class _Puller:
             msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
                    "withheld or erased, which is not a position of it without a body")
             raise ProtocolError(msg)
-        self.missing.update({p for p in range(chunk.start, last + 1)
-                             if rows[p - chunk.start][1] is None}
-                            - set(chunk.withheld) - set(chunk.erased))
+        if empty:
+            self.missing.update({p for p in range(chunk.start, last + 1)
+                                 if rows[p - chunk.start][1] is None}
+                                - set(chunk.withheld) - set(chunk.erased))
+        pack = self._packed(chunk, envelopes, checked and not empty)
         self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
-                                   count - chunk.bodies.count(b""), chunk.erased))
+                                   count - empty, chunk.erased, pack))
         self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
             self.flush()
         return [self._ask(last + 1, stop)] if last < stop else []
+
+    def _packed(self, chunk: Chunk, envelopes: list[bytes], whole: bool) -> Pack | None:
+        """The chunk as a pack, checked, or None: it goes in rows (and so does the rest).
+
+        A pack is a chunk whose run hashed to its segment's id (``whole``: it closes its
+        segment or reaches the head) with every body, no ``Erased`` record and nothing
+        the hub withheld, so nothing of it waits for another object or touches the
+        replica's state. Each body is checked against the commitment its envelope ends
+        with (its canonical form: a 32-byte ``bin 8``), and the chain is recomputed to
+        the hub's head link: a mismatch is refused as the row path refuses it.
+        """
+        assert self.refs is not None
+        if self.packing and not (whole and _ERASED_TYPE not in chunk.run
+                                 and not chunk.withheld and not chunk.erased
+                                 and all(e[-34:-32] == _COMMITMENT for e in envelopes)):
+            # From here on in rows: what was packed is laid out first, behind it.
+            self.flush()
+            unpack(self.home)
+            self.packing = False
+        if not self.packing:
+            return None
+        link = self.packed_link
+        for position, (envelope, body) in enumerate(zip(envelopes, chunk.bodies,
+                                                        strict=True), chunk.start):
+            if sha256(body).digest() != envelope[-32:]:
+                raise TamperedObjectError(kind="body", address=envelope[-32:], detail=(
+                    f"the body at position {position} hashes otherwise"))
+            link = sha256(link + envelope).digest()
+        last = chunk.start + len(envelopes) - 1
+        if last == self.refs.head and link != self.refs.link:
+            raise TamperedObjectError(kind="chain", address=self.refs.link,
+                                      detail=f"the chain link at position {last} differs")
+        self.packed_link = link
+        return Pack(chunk.run, chunk.bodies, link)
 
     def flush(self) -> None:
         """Commit the queued chunks in one transaction, then fold them into the views.
@@ -444,6 +502,16 @@ class _Puller:
         records: list[Record] = []
         bodies = withheld = fetched = 0
         erased = False
+        if batch[0].pack is not None:  # a batch is all packs or all rows (see _packed)
+            tree = packs_tree(self.home)
+            with self.home.env.begin(write=True) as packing:
+                for queued in batch:
+                    assert queued.pack is not None
+                    put_pack(packing, tree, queued.start, queued.pack)
+            self.packed = True
+            self.result.fetched += sum(len(queued.rows) for queued in batch)
+            self.result.bodies += sum(queued.bodies for queued in batch)
+            return
         with self.log.writing() as writing:
             txn = writing.transaction
             for done, queued in enumerate(batch):
@@ -511,7 +579,11 @@ class _Puller:
             fold_views(self.home, fresh=self.forgot)
             self.fold_seconds += time.perf_counter() - started
         self.runner.save()  # the object view only: where the next pull starts
-        return self.log.head()
+        if self.packed and self.home.users > 1:
+            # Something else in this process has the home open and opens it no more:
+            # it would read the log without what the packs hold.
+            unpack(self.home)
+        return self.head if self.packed else self.log.head()
 
     def _tampered(self, error: ReplayMismatchError,
                   row: tuple[bytes, bytes | None]) -> TamperedObjectError:

@@ -177,25 +177,32 @@ class ZmqExchange:
         """Keep up to ``credit`` replies due (``replies(frame)`` per request, else 1).
 
         Replies come back in order. A request due more replies than the credit is sent
-        alone.
+        alone. The credit freed by a reply is spent before ``on_reply`` works on it, so
+        the hub prepares the next chunks while this side checks and commits one.
         """
         queue = deque(first)
         flying = 0
         due = replies or (lambda frame: 1)
         while queue or flying:
             try:
-                while queue and (not flying or flying + due(queue[0]) <= credit):
-                    frame = queue.popleft()
-                    self._send(frame)
-                    flying += due(frame)
+                flying = self._top_up(queue, flying, credit, due)
                 reply = self._recv()
+                flying = self._top_up(queue, flying - 1, credit, due)
             except (_Busy, _HandshakeRefused) as lost:
                 msg = (f"the hub at {self.url} is busy, stopping or refusing this key "
                        "mid-transfer; run the same command again: it continues from "
                        "what arrived")
                 raise UnreachableError(msg) from lost
-            flying -= 1
             queue.extend(on_reply(reply))
+
+    def _top_up(self, queue: deque[bytes], flying: int, credit: int,
+                due: Callable[[bytes], int]) -> int:
+        """Send queued requests while the credit allows; how many replies are then due."""
+        while queue and (not flying or flying + due(queue[0]) <= credit):
+            frame = queue.popleft()
+            self._send(frame)
+            flying += due(frame)
+        return flying
 
     def close(self) -> None:
         """Close the socket (nothing is waiting to be sent: every request was answered)."""

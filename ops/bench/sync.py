@@ -9,12 +9,16 @@
   fsyncs (the clone commits to the OS, as with ``LESSONLEDGER_SYNC=os``; the raw copy
   writes without fsync). The clone is ``clone --fold background``'s: timed from its
   first request until ``pull`` returns, when every object is stored and verified and
-  queries on the replica answer (each folding what the saved views lack). ``clone_cpu_s``
-  is the CPU time the cloning process spent in it (the rest of ``clone_s`` it waited).
+  queries on the replica answer (each folding what the saved views lack). Such a clone
+  stores each checked chunk as one pack; the log's rows (envelopes and links, bodies, the
+  id and stream indexes) are laid out from the packs by the first process that opens the
+  replica, the fold below, whose time holds it. ``clone_cpu_s`` is the CPU time the
+  cloning process spent in it (the rest of ``clone_s`` it waited).
 - ``clone_fold_s``: the fold that follows, as ``lessonledger fold`` (the process
-  ``clone --fold background`` starts) reports it: the views and the vector index folded
-  over the whole log and saved. ``clone_ready_s``: from the clone's first request until
-  that process has exited: when queries answer from saved views without folding.
+  ``clone --fold background`` starts) reports it: the packs laid out as rows, then the
+  views and the vector index folded over the whole log and saved. ``clone_ready_s``:
+  from the clone's first request until that process has exited: when queries answer
+  from saved views without folding.
   ``clone_now_s``: a second clone with ``--fold now`` (folds before it returns), for
   comparison. ``transfer_vs_raw`` is the timed clone less any fold it did (none unless
   an erasure came).

@@ -189,16 +189,17 @@ def _flip_body(chunk: Chunk) -> Chunk:
     return Chunk(chunk.start, chunk.run, bodies, chunk.withheld)
 
 
+@pytest.mark.parametrize("fold", [True, False])  # without a fold, chunks are packed
 @pytest.mark.parametrize("flip", [_flip_envelope, _flip_body])
 def test_a_damaged_object_is_refused_with_its_hash_named(
-        hub: str, tmp_path: Path, flip: Callable[[Chunk], Chunk]) -> None:
+        hub: str, tmp_path: Path, flip: Callable[[Chunk], Chunk], fold: bool) -> None:
     with open_ledger(hub, sync=False) as ledger:
         service = SyncService(ledger)
         ids = object_view(ledger.runner).segment_ids()
         replica = tmp_path / "r1"
         prepare_clone("local", replica, "r1")
         with pytest.raises(TamperedObjectError) as caught:
-            pull(replica, Flipping(service, flip), sync=False)
+            pull(replica, Flipping(service, flip), sync=False, fold=fold)
         assert raw(str(replica)) == []  # nothing of the damaged chunk was written
         error = caught.value
         assert error.address.hex() in str(error)
@@ -209,7 +210,7 @@ def test_a_damaged_object_is_refused_with_its_hash_named(
             commitment = msgspec.msgpack.decode(raw(hub)[3][1], type=Envelope).commitment
             assert error.kind == "body"
             assert error.address == commitment
-        pull(replica, LocalExchange(service, "r1"), sync=False)
+        pull(replica, LocalExchange(service, "r1"), sync=False, fold=fold)
     assert raw(str(replica)) == raw(hub)
 
 
@@ -451,3 +452,50 @@ def test_a_clone_by_multi_segment_fetches_holds_the_source_byte_for_byte(
         assert result.fetched == ledger.head()
     assert raw(str(tmp_path / "r1")) == raw(hub)
     assert replica_lessons(str(tmp_path / "r1")) == lessons(hub)
+
+
+def test_a_clone_that_defers_its_fold_is_laid_out_by_the_first_open_and_not_read_only(
+        hub: str, tmp_path: Path) -> None:
+    """Its chunks are stored whole (packs); no reader sees the log without them."""
+    from lessonledger.ledger.errors import LedgerConfigError
+    from lessonledger.ledger.lmdb_env import read_only
+    from lessonledger.ledger.packs import pending
+
+    replica = tmp_path / "r1"
+    with open_ledger(hub, sync=False) as ledger:
+        prepare_clone("local", replica, "r1")
+        result = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False,
+                      fold=False)
+        assert result.head == result.fetched == ledger.head()
+    with pytest.raises(LedgerConfigError, match="not laid out yet"), \
+            read_only(str(replica)):
+        pass
+    home = acquire(str(replica), sync=False)
+    try:
+        assert not pending(home)
+        assert list(EventLog(home, LOG_NAME).raw()) == raw(hub)
+        assert verify(EventLog(home, LOG_NAME)).ok
+    finally:
+        release(home)
+    with read_only(str(replica)) as home:
+        assert EventLog(home, LOG_NAME).head() == result.head
+
+
+def test_a_clone_that_defers_its_fold_of_a_hub_with_an_erasure_applies_it(
+        hub: str, tmp_path: Path) -> None:
+    """The chunk with the ``Erased`` record, and all after it, go in rows, as a folding
+    clone writes them: the erasure is applied, compacted and acknowledged."""
+    replica = tmp_path / "r1"
+    with open_ledger(hub, sync=False) as ledger:
+        gone = ledger.erase(key="erase-bob", what="principal", subject="bob", reason="asked")
+        prepare_clone("local", replica, "r1")
+        result = pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False,
+                      fold=False)
+        assert result.erasures == [gone.position]
+    bobs = windows([t.encode() for t in TEXTS[hub] if t.startswith("bob ")])
+    bobs -= windows([t.encode() for t in TEXTS[hub] if not t.startswith("bob ")])
+    left = windows_left(str(replica), bobs)
+    assert not left, left
+    # The hub has one more record since: the replica's acknowledgement.
+    assert raw(str(replica)) == raw(hub)[:result.head]
+    assert len(raw(hub)) == result.head + 1
