@@ -127,6 +127,11 @@ class LessonView(TypedFold[State]):
         #: target: attribution reads the few on an outcome's targets, not every lesson.
         self._by_target: dict[tuple[str, str], set[UUID]] = {}
         self._targeted: dict[UUID, tuple[str, str]] = {}
+        #: How many active lessons of a scope are bound to each value of a fingerprint
+        #: component, and what each is bound under: an outcome asks whether its
+        #: fingerprint differs from any (``bound_otherwise``) without walking them all.
+        self._bound: dict[tuple[str, str], dict[str, int]] = {}
+        self._binding: dict[UUID, tuple[str, tuple[tuple[str, str], ...]]] = {}
         #: By lesson, the lessons superseded as ``replaced`` by it (a merge, an edit):
         #: whoever was shown one of them acted on it (see :meth:`replacing`).
         self._replaced: dict[UUID, set[UUID]] = {}
@@ -691,9 +696,35 @@ class LessonView(TypedFold[State]):
         rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: r.moves[0].position if r.moves else 0)
 
+    def bound_otherwise(self, scope: str, component: str, value: str) -> bool:
+        """True when an active lesson of ``scope`` is bound to another ``component`` value."""
+        values = self._bound.get((scope, component), {})
+        return len(values) > 1 or (len(values) == 1 and value not in values)
+
+    def _bind(self, row: LessonRow) -> None:
+        """Keep :meth:`bound_otherwise`'s counts in step with the row's fingerprint."""
+        lesson_id = row.lesson_id
+        binding = (row.scope, tuple(row.fingerprint.items())) if row.active else None
+        before = self._binding.get(lesson_id)
+        if before == binding:
+            return
+        if before is not None:
+            del self._binding[lesson_id]
+            for component, value in before[1]:
+                values = self._bound[before[0], component]
+                values[value] -= 1
+                if not values[value]:
+                    del values[value]
+        if binding is not None and binding[1]:
+            self._binding[lesson_id] = binding
+            for component, value in binding[1]:
+                values = self._bound.setdefault((binding[0], component), {})
+                values[value] = values.get(value, 0) + 1
+
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
+        self._bind(row)
         targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
         if self._targeted.get(lesson_id) != targeted:
             before = self._targeted.pop(lesson_id, None)
@@ -1069,6 +1100,7 @@ class LessonView(TypedFold[State]):
                 self._dirty_lessons.add(row.lesson_id)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
+                self._bind(row)
                 self._move(row, position, ENVIRONMENT_CHANGED, None,
                            f"{event.component}: {bound} -> {event.new}")
 
