@@ -8,6 +8,7 @@ it holds is explained by the moves it lists.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
@@ -155,7 +156,10 @@ class LessonView(TypedFold[State]):
         #: (:meth:`_settle`), so a long fold writes each lesson's clocks once, not once
         #: per recall that listed it.
         self._usage: dict[str, tuple[int, int]] = {}
-        self._evidence_sets: dict[UUID, set[UUID]] = {}
+        #: Beside each lesson's evidence, its ids' bytes end to end, for the check that an
+        #: outcome is not cited twice: a set of the ids took some 100 bytes an id (its
+        #: table), these take 16, and the search is done in C (:func:`_cites`).
+        self._evidence_bytes: dict[UUID, bytearray] = {}
         #: A set beside each lesson's ``sessions`` list, with the list it was made from:
         #: a long-lived lesson counts hundreds of sessions, and a confirmation asks
         #: whether its own is one of them.
@@ -278,7 +282,7 @@ class LessonView(TypedFold[State]):
             return
         row.moves = saved_rows.moves_of(self._pin.under(saved_rows.key(saved_rows.MOVES, n)))
         row.evidence = saved_rows.ids_of(
-            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)))
+            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)), row.moves)
         self._saved_len[saved_rows.MOVES, n] = len(row.moves)
         self._saved_len[saved_rows.EVIDENCE, n] = len(row.evidence)
 
@@ -400,7 +404,7 @@ class LessonView(TypedFold[State]):
             if row is None or row.active:
                 continue
             row.moves, row.evidence = [], []
-            self._evidence_sets.pop(lesson_id, None)
+            self._evidence_bytes.pop(lesson_id, None)
             self._bare[lesson_id] = n
         failures = self._s.failures
         for key in [k for k in failures if k not in self._dirty_failures]:
@@ -922,7 +926,9 @@ class LessonView(TypedFold[State]):
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
         row.moves = grown(row.moves)  # a listing may share it
-        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
+        # The note is mostly a project's digest: one string for all, not one a move.
+        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome,
+                              sys.intern(note)))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
         outcomes = self._outcomes
@@ -950,7 +956,7 @@ class LessonView(TypedFold[State]):
         text = str(event.lesson_id)
         self._rows_by_text[text] = row
         self._usage.pop(text, None)  # a recall before this proposal used no such row
-        self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
+        self._evidence_bytes.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
@@ -972,13 +978,15 @@ class LessonView(TypedFold[State]):
         row.recent = [*row.recent, confirmed][-rules.cluster_window:]
         if confirmed:
             row.last_evidence_at = at
-            # A set beside the saved list (rebuilt when the list grew elsewhere, as a
-            # promotion's merge does): long-lived lessons cite hundreds of outcomes.
-            known = self._evidence_sets.get(lesson_id)
-            if known is None or len(known) != len(row.evidence):
-                known = self._evidence_sets[lesson_id] = set(row.evidence)
-            if outcome_id not in known:
-                known.add(outcome_id)
+            # The ids' bytes beside the saved list (made again when the list grew
+            # elsewhere, as a promotion's merge does): long-lived lessons cite thousands.
+            known = self._evidence_bytes.get(lesson_id)
+            if known is None or len(known) != 16 * len(row.evidence):
+                known = self._evidence_bytes[lesson_id] = bytearray(
+                    b"".join(o.bytes for o in row.evidence))
+            cited = outcome_id.bytes
+            if not _cites(known, cited):
+                known += cited
                 row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
@@ -1163,6 +1171,14 @@ class _Failures(Mapping[str, Failure]):
     def __len__(self) -> int:
         self._view._everything()
         return len(self._view._s.failures)
+
+
+def _cites(known: bytearray, cited: bytes) -> bool:
+    """True when ``cited`` (an id's 16 bytes) is one of the ids in ``known``."""
+    at = known.find(cited)
+    while at > 0 and at % 16:  # straddling two ids: look on (astronomically rare)
+        at = known.find(cited, at + 1)
+    return at != -1
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:
