@@ -183,8 +183,9 @@ def ids_of(rows: Iterable[tuple[bytes, bytes]], moves: Iterable[Move] = ()) -> l
     piece of evidence is an outcome that confirmed the lesson, a move of its own.
     """
     ids = _joined(_ids, rows)
-    same = {move.outcome: move.outcome for move in moves if move.outcome is not None}
-    return [same.get(i, i) for i in ids] if same else ids
+    # By the ids' ints: hashed in C, where a UUID's own hash is a Python call.
+    same = {move.outcome.int: move.outcome for move in moves if move.outcome is not None}
+    return [same.get(i.int, i) for i in ids] if same else ids
 
 
 def read_header(value: bytes) -> Header:
