@@ -105,7 +105,10 @@ def _observed_environment(view: LessonView, event: OutcomeObserved) -> list[AnyE
     no change.
     """
     changed: dict[str, str] = {}
-    if not event.fingerprint:
+    # Nearly always every lesson is bound to what the outcome reports: the view counts
+    # the values each component is bound to, so only a change walks the lessons.
+    if not any(view.bound_otherwise(event.project, component, value)
+               for component, value in event.fingerprint.items()):
         return []
     for row in view.active_for(event.project, history=False):  # fingerprints alone
         if row.scope != event.project:

@@ -8,6 +8,7 @@ it holds is explained by the moves it lists.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from operator import attrgetter
@@ -127,6 +128,11 @@ class LessonView(TypedFold[State]):
         #: target: attribution reads the few on an outcome's targets, not every lesson.
         self._by_target: dict[tuple[str, str], set[UUID]] = {}
         self._targeted: dict[UUID, tuple[str, str]] = {}
+        #: How many active lessons of a scope are bound to each value of a fingerprint
+        #: component, and what each is bound under: an outcome asks whether its
+        #: fingerprint differs from any (``bound_otherwise``) without walking them all.
+        self._bound: dict[tuple[str, str], dict[str, int]] = {}
+        self._binding: dict[UUID, tuple[str, tuple[tuple[str, str], ...]]] = {}
         #: By lesson, the lessons superseded as ``replaced`` by it (a merge, an edit):
         #: whoever was shown one of them acted on it (see :meth:`replacing`).
         self._replaced: dict[UUID, set[UUID]] = {}
@@ -150,7 +156,10 @@ class LessonView(TypedFold[State]):
         #: (:meth:`_settle`), so a long fold writes each lesson's clocks once, not once
         #: per recall that listed it.
         self._usage: dict[str, tuple[int, int]] = {}
-        self._evidence_sets: dict[UUID, set[UUID]] = {}
+        #: Beside each lesson's evidence, its ids' bytes end to end, for the check that an
+        #: outcome is not cited twice: a set of the ids took some 100 bytes an id (its
+        #: table), these take 16, and the search is done in C (:func:`_cites`).
+        self._evidence_bytes: dict[UUID, bytearray] = {}
         #: A set beside each lesson's ``sessions`` list, with the list it was made from:
         #: a long-lived lesson counts hundreds of sessions, and a confirmation asks
         #: whether its own is one of them.
@@ -273,7 +282,7 @@ class LessonView(TypedFold[State]):
             return
         row.moves = saved_rows.moves_of(self._pin.under(saved_rows.key(saved_rows.MOVES, n)))
         row.evidence = saved_rows.ids_of(
-            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)))
+            self._pin.under(saved_rows.key(saved_rows.EVIDENCE, n)), row.moves)
         self._saved_len[saved_rows.MOVES, n] = len(row.moves)
         self._saved_len[saved_rows.EVIDENCE, n] = len(row.evidence)
 
@@ -395,7 +404,7 @@ class LessonView(TypedFold[State]):
             if row is None or row.active:
                 continue
             row.moves, row.evidence = [], []
-            self._evidence_sets.pop(lesson_id, None)
+            self._evidence_bytes.pop(lesson_id, None)
             self._bare[lesson_id] = n
         failures = self._s.failures
         for key in [k for k in failures if k not in self._dirty_failures]:
@@ -691,9 +700,35 @@ class LessonView(TypedFold[State]):
         rows = [lessons[i] for i in ids]
         return sorted(rows, key=lambda r: r.moves[0].position if r.moves else 0)
 
+    def bound_otherwise(self, scope: str, component: str, value: str) -> bool:
+        """True when an active lesson of ``scope`` is bound to another ``component`` value."""
+        values = self._bound.get((scope, component), {})
+        return len(values) > 1 or (len(values) == 1 and value not in values)
+
+    def _bind(self, row: LessonRow) -> None:
+        """Keep :meth:`bound_otherwise`'s counts in step with the row's fingerprint."""
+        lesson_id = row.lesson_id
+        binding = (row.scope, tuple(row.fingerprint.items())) if row.active else None
+        before = self._binding.get(lesson_id)
+        if before == binding:
+            return
+        if before is not None:
+            del self._binding[lesson_id]
+            for component, value in before[1]:
+                values = self._bound[before[0], component]
+                values[value] -= 1
+                if not values[value]:
+                    del values[value]
+        if binding is not None and binding[1]:
+            self._binding[lesson_id] = binding
+            for component, value in binding[1]:
+                values = self._bound.setdefault((binding[0], component), {})
+                values[value] = values.get(value, 0) + 1
+
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
+        self._bind(row)
         targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
         if self._targeted.get(lesson_id) != targeted:
             before = self._targeted.pop(lesson_id, None)
@@ -891,7 +926,9 @@ class LessonView(TypedFold[State]):
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
         row.moves = grown(row.moves)  # a listing may share it
-        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
+        # The note is mostly a project's digest: one string for all, not one a move.
+        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome,
+                              sys.intern(note)))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
         outcomes = self._outcomes
@@ -919,7 +956,7 @@ class LessonView(TypedFold[State]):
         text = str(event.lesson_id)
         self._rows_by_text[text] = row
         self._usage.pop(text, None)  # a recall before this proposal used no such row
-        self._evidence_sets.pop(event.lesson_id, None)  # a re-proposed id starts afresh
+        self._evidence_bytes.pop(event.lesson_id, None)  # a re-proposed id starts afresh
         self._move(row, position, LESSON_PROPOSED, cited[0] if cited else None, event.source)
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
@@ -941,13 +978,15 @@ class LessonView(TypedFold[State]):
         row.recent = [*row.recent, confirmed][-rules.cluster_window:]
         if confirmed:
             row.last_evidence_at = at
-            # A set beside the saved list (rebuilt when the list grew elsewhere, as a
-            # promotion's merge does): long-lived lessons cite hundreds of outcomes.
-            known = self._evidence_sets.get(lesson_id)
-            if known is None or len(known) != len(row.evidence):
-                known = self._evidence_sets[lesson_id] = set(row.evidence)
-            if outcome_id not in known:
-                known.add(outcome_id)
+            # The ids' bytes beside the saved list (made again when the list grew
+            # elsewhere, as a promotion's merge does): long-lived lessons cite thousands.
+            known = self._evidence_bytes.get(lesson_id)
+            if known is None or len(known) != 16 * len(row.evidence):
+                known = self._evidence_bytes[lesson_id] = bytearray(
+                    b"".join(o.bytes for o in row.evidence))
+            cited = outcome_id.bytes
+            if not _cites(known, cited):
+                known += cited
                 row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
             # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
@@ -1069,6 +1108,7 @@ class LessonView(TypedFold[State]):
                 self._dirty_lessons.add(row.lesson_id)
                 row.sessions = []
                 row.fingerprint[event.component] = event.new
+                self._bind(row)
                 self._move(row, position, ENVIRONMENT_CHANGED, None,
                            f"{event.component}: {bound} -> {event.new}")
 
@@ -1131,6 +1171,14 @@ class _Failures(Mapping[str, Failure]):
     def __len__(self) -> int:
         self._view._everything()
         return len(self._view._s.failures)
+
+
+def _cites(known: bytearray, cited: bytes) -> bool:
+    """True when ``cited`` (an id's 16 bytes) is one of the ids in ``known``."""
+    at = known.find(cited)
+    while at > 0 and at % 16:  # straddling two ids: look on (astronomically rare)
+        at = known.find(cited, at + 1)
+    return at != -1
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:

@@ -11,6 +11,12 @@ It is saved as rows (see :class:`~lessonledger.projections.runner.RowProjection`
 header with the position, a row per project (its outcomes and passes) and one per
 operation on a target in it, under the project's, so a project's rows sort together and
 a save writes only the rows its outcomes changed, in the command's transaction.
+
+Loaded from a home, it reads what it is asked for: a query a project's rows, a fold the
+project's row and those of the operations the outcome names. Once its own save is what
+it reads, it forgets the rows that have not changed since (read again when next needed):
+most operations of a big home are tried once (one-off noise), and holding every one a
+fold ever read made an agent's memory grow with the home.
 """
 
 from __future__ import annotations
@@ -83,8 +89,12 @@ class OutcomeStats(TypedFold[_State]):
         #: rows is then known absent.
         self._pin: PinnedRows | None = None
         self._absent: set[str] = set()
+        #: Projects in memory with only some of their operations: the rest are saved.
+        self._partial: set[str] = set()
         #: The position the rows were last saved at (what a newer snapshot must hold).
         self._base = 0
+        #: Saved since the rows read were last let go (see :meth:`repin`).
+        self._let_go_due = False
 
     @property
     def position(self) -> int:
@@ -98,32 +108,90 @@ class OutcomeStats(TypedFold[_State]):
     def _get(self, project: str) -> ProjectStats | None:
         """A project's statistics, read from the saved rows the first time; None if none."""
         found = self._s.projects.get(project)
-        if found is not None or self._pin is None or project in self._absent:
+        if self._pin is None or project in self._absent or (
+                found is not None and project not in self._partial):
             return found
         rows = self._pin.under(_key(project))
-        if not rows:
+        self._partial.discard(project)
+        if not rows:  # none saved: what is held (folded since) is all there is
+            if found is None:
+                self._absent.add(project)
+            return found
+        saved = next(iter(dict(_projects(rows)).values()))
+        whole = self._s.projects[project] = saved if found is None else _over(saved, found)
+        return whole
+
+    def _head(self, project: str) -> ProjectStats | None:
+        """As :meth:`_get`, but of a project not in memory only its own row is read."""
+        found = self._s.projects.get(project)
+        if found is not None or self._pin is None or project in self._absent:
+            return found
+        raw = self._pin.get(_key(project))
+        if raw is None:
             self._absent.add(project)
             return None
-        return _read_rows(self._s.projects, rows)
+        found = self._s.projects[project] = ProjectStats()
+        found.outcomes, found.passed = _counts.decode(raw)
+        self._partial.add(project)
+        return found
+
+    def _operation(self, project: str, stats: ProjectStats, name: str) -> OperationStats:
+        """An operation's statistics in ``stats``, read from its saved row if not there."""
+        entry = stats.operations.get(name)
+        if entry is not None:
+            return entry
+        raw = None
+        if project in self._partial and self._pin is not None:
+            raw = self._pin.get(_key(project, name))
+        if raw is None:
+            entry = stats.operations[name] = OperationStats()
+        else:
+            tried, failed, error = _operation.decode(raw)
+            entry = stats.operations[name] = OperationStats(
+                tried=tried, failed=failed, last_error=error)
+        return entry
 
     def _everything(self) -> dict[str, ProjectStats]:
         """Every project, each read from the saved rows unless already in memory."""
         if self._pin is not None:
             known, projects = self._s.projects, {}
             for project, stats in _projects(self._pin.under(_PROJECT)):
-                projects[project] = known.get(project, stats)
+                mine = known.get(project)
+                projects[project] = stats if mine is None else \
+                    _over(stats, mine) if project in self._partial else mine
             # Those folded since and never saved have no rows yet.
             projects.update((p, stats) for p, stats in known.items() if p not in projects)
             self._s.projects = projects
             self._pin.close()
             self._pin = None
             self._absent.clear()
+            self._partial.clear()
         return self._s.projects
 
     def repin(self) -> None:
-        """Read from a newer snapshot when the store holds what this view last saved."""
-        if self._pin is not None:
-            self._pin.renew(self._base)
+        """Read from a newer snapshot when the store holds what this view last saved.
+
+        Once that snapshot is this view's own last save, what is as saved there is let
+        go: every project but the rows changed since, and those it knew had none.
+        """
+        if self._pin is None:
+            return
+        self._pin.renew(self._base)
+        if not self._let_go_due or self._pin.position != self._base:
+            return
+        self._let_go_due = False
+        changed: dict[str, set[str]] = {}
+        for project, name in self._dirty:
+            changed.setdefault(project, set()).add(name)
+        projects = self._s.projects
+        for project in [p for p in projects if p not in changed]:
+            del projects[project]
+        for project, names in changed.items():
+            operations = projects[project].operations
+            for name in [n for n in operations if n not in names]:
+                del operations[name]
+        self._partial = set(projects)
+        self._absent.clear()
 
     def unpin(self) -> None:
         """Read every saved row not read yet, and let the snapshot go."""
@@ -144,7 +212,7 @@ class OutcomeStats(TypedFold[_State]):
                 event = _outcome.decode(record.payload)  # refused as it always was
             except msgspec.DecodeError:
                 return  # another writer's body under our tag: not ours to count
-        stats = self._get(event.project)
+        stats = self._head(event.project)
         if stats is None:
             stats = self._s.projects[event.project] = ProjectStats()
             self._absent.discard(event.project)
@@ -155,7 +223,7 @@ class OutcomeStats(TypedFold[_State]):
             self._dirty.add((event.project, ""))
         for op in event.operations:
             name = f"{op.op} {op.target}"
-            entry = stats.operations.setdefault(name, OperationStats())
+            entry = self._operation(event.project, stats, name)
             if track:
                 self._dirty.add((event.project, name))
             entry.tried += 1
@@ -204,6 +272,7 @@ class OutcomeStats(TypedFold[_State]):
         self._full = False
         self._dirty.clear()
         self._base = self._s.position
+        self._let_go_due = self._pin is not None
 
     @classmethod
     def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> OutcomeStats:
@@ -227,12 +296,11 @@ class OutcomeStats(TypedFold[_State]):
         return view
 
 
-def _read_rows(projects: dict[str, ProjectStats], rows: list[tuple[bytes, bytes]],
-               ) -> ProjectStats:
-    """One project's saved rows read into ``projects``; its statistics."""
-    found = dict(_projects(rows))
-    projects.update(found)
-    return next(iter(found.values()))
+def _over(saved: ProjectStats, mine: ProjectStats) -> ProjectStats:
+    """A project's saved statistics under those held (newer: counts and operations)."""
+    saved.outcomes, saved.passed = mine.outcomes, mine.passed
+    saved.operations.update(mine.operations)
+    return saved
 
 
 def _projects(rows: Iterable[tuple[bytes, bytes]]) -> Iterator[tuple[str, ProjectStats]]:

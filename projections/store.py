@@ -268,13 +268,15 @@ class PinnedRows:
             if not key.startswith(whole):
                 break
             found.append((key[cut:], value))
-        self._read += len(found)
-        if self._read >= _LET_GO_ROWS:
-            # Histories read on demand (a first listing on a big home reads those of every
-            # lesson it lists: chunks of 16 items, scattered) mapped 1 GB of data.mdb at
-            # 1,000,000 events before the ledger next let go; the rows are copies.
-            self._read = 0
-            let_go_of_pages(self._store.home.path)
+            self._read += 1
+            if self._read >= _LET_GO_ROWS:
+                # Histories read on demand (a first listing on a big home reads those of
+                # every lesson it lists: chunks of 16 items, scattered) mapped 1 GB of
+                # data.mdb at 1,000,000 events before the ledger next let go; so did one
+                # long read (every lesson's row, at open: 150 MB at 400,000 events).
+                # The rows are copies, and the cursor maps its page in again.
+                self._read = 0
+                let_go_of_pages(self._store.home.path)
         return found
 
     def renew(self, position: int) -> None:

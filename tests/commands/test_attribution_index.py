@@ -8,6 +8,10 @@ outcome can judge. The property below keeps the old walk as the oracle: on every
 outcome of random runs (edits and merges make replacement chains, recalls and
 ``in_play`` make lessons shown), the index gives the old walk's lessons, in its order,
 less those no verdict could come from (another target, another project's scope).
+
+Likewise an outcome's fingerprint was compared with every active lesson of its project
+(``policies._observed_environment``); now the view counts the values each component is
+bound to, and only a change walks the lessons: the old walk is the oracle again.
 """
 
 from __future__ import annotations
@@ -17,8 +21,14 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lessonledger.commands import ObserveOutcome, Operation, open_ledger
-from lessonledger.commands.policies import _in_play
-from lessonledger.ledger.events import OUTCOME_OBSERVED, OutcomeObserved, decode_event
+from lessonledger.commands.policies import _in_play, _observed_environment
+from lessonledger.ledger.events import (
+    OUTCOME_OBSERVED,
+    AnyEvent,
+    EnvironmentChanged,
+    OutcomeObserved,
+    decode_event,
+)
 from lessonledger.projections.lessons import LessonRow, LessonView
 from test_properties import (
     _FLIP,
@@ -56,6 +66,21 @@ def _walked(view: LessonView, event: OutcomeObserved, session: str) -> list[Less
     return [r for r in rows if r.active or r.status == "claimed"]
 
 
+def _walked_environment(view: LessonView, event: OutcomeObserved) -> list[AnyEvent]:
+    """The old ``policies._observed_environment``: every active lesson of the project."""
+    changed: dict[str, str] = {}
+    for row in view.active_for(event.project, history=False):
+        if row.scope != event.project:
+            continue
+        for component, value in event.fingerprint.items():
+            bound = row.fingerprint.get(component)
+            if bound is not None and bound != value:
+                changed.setdefault(component, bound)
+    return [EnvironmentChanged(scope=event.project, component=component, old=old,
+                               new=event.fingerprint[component])
+            for component, old in sorted(changed.items())]
+
+
 def _compare_on_every_outcome(home: str, run: list[Step]) -> int:
     """Drive a ledger through ``run``, then fold its log afresh checking every outcome."""
     compared = 0
@@ -77,7 +102,12 @@ def _compare_on_every_outcome(home: str, run: list[Step]) -> int:
                         if r.target in targets and r.scope in scopes]
             assert [r.lesson_id for r in _in_play(view, event, record.envelope.session)] \
                 == expected
+            assert _observed_environment(view, event) == _walked_environment(view, event)
             for project in PROJECTS:
+                for component, value in (("python", "3.11"), ("python", "3.12")):
+                    assert view.bound_otherwise(project, component, value) == any(
+                        r.scope == project and r.fingerprint.get(component, value) != value
+                        for r in view.active_for(project, history=False))
                 assert view.active_for(project, targets=targets) == [
                     r for r in view.active_for(project) if r.target in targets]
             compared += 1
@@ -126,7 +156,8 @@ def test_a_replaced_lesson_shown_earlier_confirms_its_survivor(tmp_path: str) ->
 
 
 #: Runs with more edits and recalls than the view property's: lessons shown, then replaced.
-_MIX = ["observe"] * 5 + ["recall"] * 3 + ["edit"] * 2 + ["propose"] * 2 + ["retire", "pass"]
+_MIX = ["observe"] * 5 + ["recall"] * 3 + ["edit"] * 2 + ["propose"] * 2 + [
+    "retire", "pass", "environment"]
 _steps = st.lists(st.sampled_from(_MIX).flatmap(_kinds.__getitem__), min_size=8, max_size=30)
 
 

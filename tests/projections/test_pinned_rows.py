@@ -144,6 +144,44 @@ def test_what_was_read_on_demand_is_let_go_once_saved_and_read_again_the_same(
         assert again.runner[VIEW_NAME].dump() == rebuilt(again, VIEW_NAME)
 
 
+def test_outcome_statistics_read_on_demand_are_let_go_once_saved_and_read_again_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fold read a project's every operation and kept it: an agent's memory grew with
+    # the home's one-off operations. It reads the rows an outcome names, and forgets
+    # what is as saved after each save of its own.
+    monkeypatch.setattr(ledger_module, "_ROWS_EVERY", 40)
+    home = str(tmp_path / "home")
+    steps = story()
+    with open_ledger(home, sync=False) as ledger:
+        for step in itertools.islice(steps, 400):
+            call(ledger, step)
+    with open_ledger(home, sync=False) as agent:
+        stats = agent.runner[STATS_NAME]
+        assert isinstance(stats, OutcomeStats)
+        assert stats._pin is not None
+        let_go, partial_reads = 0, 0
+        for step in itertools.islice(steps, 400):
+            due = stats._let_go_due
+            call(agent, step)
+            if due and not stats._let_go_due:
+                let_go += 1
+                # Right after: only what changed since the save is held.
+                held = {(p, n) for p, s in stats._s.projects.items() for n in s.operations}
+                assert held <= stats._dirty
+            partial_reads += bool(stats._partial)
+            if step.kind == "outcome":
+                fresh = agent.runner.fresh(agent.log, stats.position, [STATS_NAME])
+                project = step.fields["project"]
+                assert stats.project(project) == fresh[STATS_NAME].project(  # type: ignore[attr-defined]
+                    project)
+        assert let_go > 2, "never let go: the test is blind"
+        assert partial_reads, "every project read whole: the test is blind"
+        assert stats._pin is not None
+        assert stats.dump() == rebuilt(agent, STATS_NAME)
+    with open_ledger(home, sync=False) as again:
+        assert again.runner[STATS_NAME].dump() == rebuilt(again, STATS_NAME)
+
+
 def _as_layout_2(home: str) -> int:
     """Rewrite a closed home's saved lesson rows as layout 2 kept them; how many moved."""
     env = lmdb.open(home, max_dbs=128)
