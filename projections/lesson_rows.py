@@ -40,7 +40,7 @@ Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expire
 ACTIVE: frozenset[str] = frozenset({"trial", "trusted"})
 
 
-class Move(msgspec.Struct, frozen=True, array_like=True):
+class Move(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One event that changed a lesson: where, what, and the confidence after it."""
 
     position: int
@@ -98,7 +98,7 @@ class LessonRow(msgspec.Struct, kw_only=True):
         return (self.kind, self.avoid_op, self.prefer_op, self.target)
 
 
-class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
+class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An observed outcome, as far as lessons need it."""
 
     outcome_id: UUID
@@ -109,7 +109,7 @@ class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
     at: int
 
 
-class Failure(msgspec.Struct, kw_only=True):
+class Failure(msgspec.Struct, kw_only=True, gc=False):
     """Past failures of one operation on one target in one project."""
 
     count: int = 0

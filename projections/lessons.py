@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import repeat
 from operator import attrgetter
 from typing import ClassVar, Union, cast
 from uuid import UUID
@@ -694,6 +695,13 @@ class LessonView(TypedFold[State]):
     def _place(self, row: LessonRow) -> None:
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
+        listed = self._listed.get(lesson_id)
+        self._touched(row.scope)
+        if listed is not None and listed[0] == row.scope and row.active \
+                and listed[1] == row.same_as:
+            # Listed where it was (so targeted where it was: both are set together, and
+            # the target is part of same_as): most moves change a figure, not a listing.
+            return
         targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
         if self._targeted.get(lesson_id) != targeted:
             before = self._targeted.pop(lesson_id, None)
@@ -702,11 +710,6 @@ class LessonView(TypedFold[State]):
             if targeted is not None:
                 self._by_target.setdefault(targeted, set()).add(lesson_id)
                 self._targeted[lesson_id] = targeted
-        listed = self._listed.get(lesson_id)
-        self._touched(row.scope)
-        if row.active and listed is not None and listed[0] == row.scope \
-                and listed[1] == row.same_as:
-            return  # listed where it was: most moves change a figure, not the listing
         if listed is not None:
             del self._listed[lesson_id]
             self._touched(listed[0])
@@ -852,13 +855,11 @@ class LessonView(TypedFold[State]):
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
-                self._attribute(event.lesson_id, event.outcome_id, event.project,
-                                self._session_of(event.outcome_id, session), position, at,
-                                confirmed=True)
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=True)
             case LessonContradicted():
-                self._attribute(event.lesson_id, event.outcome_id, event.project,
-                                self._session_of(event.outcome_id, session), position, at,
-                                confirmed=False, failed=event.failed)
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=False, failed=event.failed)
             case LessonSuperseded():
                 self._supersede(event, position)
             case LessonPromoted():
@@ -882,11 +883,6 @@ class LessonView(TypedFold[State]):
                 self.rules = rules_from(dict(event.figures))
             case _:
                 pass
-
-    def _session_of(self, outcome_id: UUID, fallback: str) -> str:
-        """The session an outcome was observed in: the one its attribution counts for."""
-        outcome = self._outcomes.get(outcome_id)
-        return outcome.session if outcome is not None else fallback
 
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
@@ -924,14 +920,21 @@ class LessonView(TypedFold[State]):
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
+        """Credit or blame a lesson on an outcome (``session``: the event's own)."""
         row = self._s.lessons.get(lesson_id)
         if row is not None and self._bare:
             self._fill(row)
         if row is None:
             return
+        lesson_id = row.lesson_id  # the key object itself: found by identity from here
+        outcome = self._outcomes.get(outcome_id)
+        if outcome is not None:
+            # The session it was observed in is the one its attribution counts for; and
+            # the rows citing it hold its own id object, not one per citing event.
+            session, outcome_id = outcome.session, outcome.outcome_id
         # In doubt where what it prefers last failed for good, until it works there again
         # (what it avoids failing there confirms the lesson, but says nothing of that).
-        if confirmed and project in row.doubted and self._worked(outcome_id, row):
+        if confirmed and project in row.doubted and _works(outcome, row):
             row.doubted = [p for p in row.doubted if p != project]
         elif failed and project not in row.doubted:
             row.doubted = [*row.doubted, project]
@@ -950,8 +953,11 @@ class LessonView(TypedFold[State]):
                 known.add(outcome_id)
                 row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
-            # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
-            row.projects = [*(p for p in row.projects if p != project), project]
+            # Last confirmer last: a global lesson is demoted to it (DESIGN §4). Most
+            # confirmations come from the project already last (each is listed once).
+            projects = row.projects
+            if not projects or projects[-1] != project:
+                row.projects = [*(p for p in projects if p != project), project]
             if session:
                 kept = self._session_sets.get(lesson_id)
                 # Made again when the row's list was replaced or grew elsewhere (a
@@ -973,13 +979,6 @@ class LessonView(TypedFold[State]):
             row.sessions = []
         kind = LESSON_CONFIRMED if confirmed else LESSON_CONTRADICTED
         self._move(row, position, kind, outcome_id, project)
-
-    def _worked(self, outcome_id: UUID, row: LessonRow) -> bool:
-        """True when the outcome shows what the lesson prefers working on its target."""
-        outcome = self._outcomes.get(outcome_id)
-        return outcome is not None and any(
-            op.ok and op.op == row.prefer_op and op.target == row.target
-            for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
         row = self._row(event.lesson_id)
@@ -1047,12 +1046,14 @@ class LessonView(TypedFold[State]):
                 self._recalled_sets.clear()
             members = self._recalled_sets[session] = set(self._texts(seen))
         if not members.issuperset(ids):
-            new = [key for key in dict.fromkeys(ids) if key not in members]
+            new = ([key for key in dict.fromkeys(ids) if key not in members] if members
+                   else list(dict.fromkeys(ids)))
             members.update(new)
             seen.extend(self._numbers(new))
         if len(seen) != before and not self._full:
             self._dirty_sessions.add(session)
-        self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))
+        # Pairs straight into the dict: half the cost of a dict.fromkeys merged in.
+        self._usage.update(zip(ids, repeat((at, self._s.epoch))))
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
         # A lesson bound to the old value goes back on trial and is bound to the new one:
@@ -1074,15 +1075,19 @@ class LessonView(TypedFold[State]):
 
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
         self._settle()  # which lessons were in play this epoch
+        epoch, note = self._s.epoch, f"-{event.decay}"
         for row in self._s.lessons.values():
-            # In play during this epoch (recalled, listed, or new) means no decay.
-            if row.active and row.in_play_epoch < self._s.epoch \
+            # In play during this epoch (recalled, listed, or new) means no decay. The
+            # status is read in place, not through ``active``: a pass meets every lesson
+            # ever proposed.
+            if row.status in ACTIVE and row.in_play_epoch < epoch \
                     and row.longevity not in event.exempt:
                 self._fill(row)
                 self._touched(row.scope)
-                self._dirty_lessons.add(row.lesson_id)
+                if not self._full:
+                    self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
-                self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
+                self._move(row, position, RECONCILE_PASSED, None, note)
         self._s.epoch += 1
 
 
@@ -1131,6 +1136,13 @@ class _Failures(Mapping[str, Failure]):
     def __len__(self) -> int:
         self._view._everything()
         return len(self._view._s.failures)
+
+
+def _works(outcome: OutcomeRow | None, row: LessonRow) -> bool:
+    """True when the outcome shows what the lesson prefers working on its target."""
+    return outcome is not None and any(
+        op.ok and op.op == row.prefer_op and op.target == row.target
+        for op in outcome.operations)
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:
