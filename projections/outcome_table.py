@@ -176,7 +176,7 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
         """The outcome with id ``key`` folded so far, else ``default``."""
         if not isinstance(key, UUID):
             return default
-        irregular = self.irregular  # mostly empty: a UUID hashes in Python, so ask only if not
+        irregular = self.irregular  # mostly empty, and a UUID's hash is Python code
         found = irregular.get(key) if irregular else None
         if found is None:
             found = self._rows.get(key)
