@@ -887,7 +887,7 @@ class LessonView(TypedFold[State]):
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
         row.moves = grown(row.moves)  # a listing may share it
-        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome, note))
+        row.moves.append(Move(position, kind, _shown(row.confidence), outcome, note))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
         outcomes = self._outcomes
@@ -1136,6 +1136,24 @@ class _Failures(Mapping[str, Failure]):
     def __len__(self) -> int:
         self._view._everything()
         return len(self._view._s.failures)
+
+
+def _shown(confidence: float) -> float:
+    """A confidence as a move records it: rounded to 6 places.
+
+    Kept by value, as :func:`~.rules.clamp` keeps its answers (confidences take few
+    values, and round() costs near a microsecond), but for zero: -0.0 rounds to -0.0.
+    """
+    found = _SHOWN.get(confidence) if confidence else None
+    if found is None:
+        found = round(confidence, 6)
+        if confidence and len(_SHOWN) < _KEEP_SHOWN:
+            _SHOWN[confidence] = found
+    return found
+
+
+_SHOWN: dict[float, float] = {}
+_KEEP_SHOWN = 1 << 16
 
 
 def _works(outcome: OutcomeRow | None, row: LessonRow) -> bool:
