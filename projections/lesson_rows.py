@@ -1,7 +1,10 @@
 """The rows of the lesson view: a lesson, an outcome, past failures, and the saved state.
 
 Plain msgspec Structs, so the whole view is saved and restored as one msgpack value and
-two views folded from the same log dump the same bytes.
+two views folded from the same log dump the same bytes. A view holds tens of thousands of
+moves, outcomes and failures; they hold only scalars, ids and lists of frozen operations,
+so none can be part of a reference cycle, and the cycle collector does not track them
+(``gc=False``): the first collection after a rebuild had to traverse each of them.
 """
 
 from __future__ import annotations

@@ -920,7 +920,10 @@ class LessonView(TypedFold[State]):
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
-        """Credit or blame a lesson on an outcome (``session``: the event's own)."""
+        """Credit or blame a lesson on an outcome.
+
+        ``session`` is the event's own; the cited outcome's counts instead when it is known.
+        """
         row = self._s.lessons.get(lesson_id)
         if row is not None and self._bare:
             self._fill(row)
