@@ -1,7 +1,10 @@
 """The rows of the lesson view: a lesson, an outcome, past failures, and the saved state.
 
 Plain msgspec Structs, so the whole view is saved and restored as one msgpack value and
-two views folded from the same log dump the same bytes.
+two views folded from the same log dump the same bytes. A view holds tens of thousands of
+moves, outcomes and failures; they hold only scalars, ids and lists of frozen operations,
+so none can be part of a reference cycle, and the cycle collector does not track them
+(``gc=False``): the first collection after a rebuild had to traverse each of them.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ Status = Literal["claimed", "trial", "trusted", "superseded", "retired", "expire
 ACTIVE: frozenset[str] = frozenset({"trial", "trusted"})
 
 
-class Move(msgspec.Struct, frozen=True, array_like=True):
+class Move(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One event that changed a lesson: where, what, and the confidence after it."""
 
     position: int
@@ -98,7 +101,7 @@ class LessonRow(msgspec.Struct, kw_only=True):
         return (self.kind, self.avoid_op, self.prefer_op, self.target)
 
 
-class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
+class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An observed outcome, as far as lessons need it."""
 
     outcome_id: UUID
@@ -109,7 +112,7 @@ class OutcomeRow(msgspec.Struct, frozen=True, kw_only=True):
     at: int
 
 
-class Failure(msgspec.Struct, kw_only=True):
+class Failure(msgspec.Struct, kw_only=True, gc=False):
     """Past failures of one operation on one target in one project."""
 
     count: int = 0

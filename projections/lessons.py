@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import repeat
 from operator import attrgetter
 from typing import ClassVar, Union, cast
 from uuid import UUID
@@ -729,6 +730,13 @@ class LessonView(TypedFold[State]):
         """Keep the derived indexes (by scope, by meaning, retired; not saved) in step."""
         lesson_id = row.lesson_id
         self._bind(row)
+        listed = self._listed.get(lesson_id)
+        self._touched(row.scope)
+        if listed is not None and listed[0] == row.scope and row.active \
+                and listed[1] == row.same_as:
+            # Listed where it was (so targeted where it was: both are set together, and
+            # the target is part of same_as): most moves change a figure, not a listing.
+            return
         targeted = (row.scope, row.target) if row.active or row.status == "claimed" else None
         if self._targeted.get(lesson_id) != targeted:
             before = self._targeted.pop(lesson_id, None)
@@ -737,11 +745,6 @@ class LessonView(TypedFold[State]):
             if targeted is not None:
                 self._by_target.setdefault(targeted, set()).add(lesson_id)
                 self._targeted[lesson_id] = targeted
-        listed = self._listed.get(lesson_id)
-        self._touched(row.scope)
-        if row.active and listed is not None and listed[0] == row.scope \
-                and listed[1] == row.same_as:
-            return  # listed where it was: most moves change a figure, not the listing
         if listed is not None:
             del self._listed[lesson_id]
             self._touched(listed[0])
@@ -887,13 +890,11 @@ class LessonView(TypedFold[State]):
             case LessonProposed():
                 self._propose(event, position, at)
             case LessonConfirmed():
-                self._attribute(event.lesson_id, event.outcome_id, event.project,
-                                self._session_of(event.outcome_id, session), position, at,
-                                confirmed=True)
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=True)
             case LessonContradicted():
-                self._attribute(event.lesson_id, event.outcome_id, event.project,
-                                self._session_of(event.outcome_id, session), position, at,
-                                confirmed=False, failed=event.failed)
+                self._attribute(event.lesson_id, event.outcome_id, event.project, session,
+                                position, at, confirmed=False, failed=event.failed)
             case LessonSuperseded():
                 self._supersede(event, position)
             case LessonPromoted():
@@ -918,16 +919,11 @@ class LessonView(TypedFold[State]):
             case _:
                 pass
 
-    def _session_of(self, outcome_id: UUID, fallback: str) -> str:
-        """The session an outcome was observed in: the one its attribution counts for."""
-        outcome = self._outcomes.get(outcome_id)
-        return outcome.session if outcome is not None else fallback
-
     def _move(self, row: LessonRow, position: int, kind: str, outcome: UUID | None = None,
               note: str = "") -> None:
         row.moves = grown(row.moves)  # a listing may share it
         # The note is mostly a project's digest: one string for all, not one a move.
-        row.moves.append(Move(position, kind, round(row.confidence, 6), outcome,
+        row.moves.append(Move(position, kind, _shown(row.confidence), outcome,
                               sys.intern(note)))
 
     def _propose(self, event: LessonProposed, position: int, at: int) -> None:
@@ -961,14 +957,24 @@ class LessonView(TypedFold[State]):
 
     def _attribute(self, lesson_id: UUID, outcome_id: UUID, project: str, session: str,
                    position: int, at: int, *, confirmed: bool, failed: bool = False) -> None:
+        """Credit or blame a lesson on an outcome.
+
+        ``session`` is the event's own; the cited outcome's counts instead when it is known.
+        """
         row = self._s.lessons.get(lesson_id)
         if row is not None and self._bare:
             self._fill(row)
         if row is None:
             return
+        lesson_id = row.lesson_id  # the key object itself: found by identity from here
+        outcome = self._outcomes.get(outcome_id)
+        if outcome is not None:
+            # The session it was observed in is the one its attribution counts for; and
+            # the rows citing it hold its own id object, not one per citing event.
+            session, outcome_id = outcome.session, outcome.outcome_id
         # In doubt where what it prefers last failed for good, until it works there again
         # (what it avoids failing there confirms the lesson, but says nothing of that).
-        if confirmed and project in row.doubted and self._worked(outcome_id, row):
+        if confirmed and project in row.doubted and _works(outcome, row):
             row.doubted = [p for p in row.doubted if p != project]
         elif failed and project not in row.doubted:
             row.doubted = [*row.doubted, project]
@@ -989,8 +995,11 @@ class LessonView(TypedFold[State]):
                 known += cited
                 row.evidence = grown(row.evidence)
                 row.evidence.append(outcome_id)
-            # Last confirmer last: a global lesson is demoted to it (DESIGN §4).
-            row.projects = [*(p for p in row.projects if p != project), project]
+            # Last confirmer last: a global lesson is demoted to it (DESIGN §4). Most
+            # confirmations come from the project already last (each is listed once).
+            projects = row.projects
+            if not projects or projects[-1] != project:
+                row.projects = [*(p for p in projects if p != project), project]
             if session:
                 kept = self._session_sets.get(lesson_id)
                 # Made again when the row's list was replaced or grew elsewhere (a
@@ -1012,13 +1021,6 @@ class LessonView(TypedFold[State]):
             row.sessions = []
         kind = LESSON_CONFIRMED if confirmed else LESSON_CONTRADICTED
         self._move(row, position, kind, outcome_id, project)
-
-    def _worked(self, outcome_id: UUID, row: LessonRow) -> bool:
-        """True when the outcome shows what the lesson prefers working on its target."""
-        outcome = self._outcomes.get(outcome_id)
-        return outcome is not None and any(
-            op.ok and op.op == row.prefer_op and op.target == row.target
-            for op in outcome.operations)
 
     def _supersede(self, event: LessonSuperseded, position: int) -> None:
         row = self._row(event.lesson_id)
@@ -1086,12 +1088,14 @@ class LessonView(TypedFold[State]):
                 self._recalled_sets.clear()
             members = self._recalled_sets[session] = set(self._texts(seen))
         if not members.issuperset(ids):
-            new = [key for key in dict.fromkeys(ids) if key not in members]
+            new = ([key for key in dict.fromkeys(ids) if key not in members] if members
+                   else list(dict.fromkeys(ids)))
             members.update(new)
             seen.extend(self._numbers(new))
         if len(seen) != before and not self._full:
             self._dirty_sessions.add(session)
-        self._usage.update(dict.fromkeys(ids, (at, self._s.epoch)))
+        # Pairs straight into the dict: half the cost of a dict.fromkeys merged in.
+        self._usage.update(zip(ids, repeat((at, self._s.epoch))))
 
     def _environment(self, event: EnvironmentChanged, position: int) -> None:
         # A lesson bound to the old value goes back on trial and is bound to the new one:
@@ -1114,15 +1118,19 @@ class LessonView(TypedFold[State]):
 
     def _reconcile(self, event: ReconcilePassed, position: int) -> None:
         self._settle()  # which lessons were in play this epoch
+        epoch, note = self._s.epoch, f"-{event.decay}"
         for row in self._s.lessons.values():
-            # In play during this epoch (recalled, listed, or new) means no decay.
-            if row.active and row.in_play_epoch < self._s.epoch \
+            # In play during this epoch (recalled, listed, or new) means no decay. The
+            # status is read in place, not through ``active``: a pass meets every lesson
+            # ever proposed.
+            if row.status in ACTIVE and row.in_play_epoch < epoch \
                     and row.longevity not in event.exempt:
                 self._fill(row)
                 self._touched(row.scope)
-                self._dirty_lessons.add(row.lesson_id)
+                if not self._full:
+                    self._dirty_lessons.add(row.lesson_id)
                 row.confidence = clamp(row.confidence - event.decay)
-                self._move(row, position, RECONCILE_PASSED, None, f"-{event.decay}")
+                self._move(row, position, RECONCILE_PASSED, None, note)
         self._s.epoch += 1
 
 
@@ -1179,6 +1187,31 @@ def _cites(known: bytearray, cited: bytes) -> bool:
     while at > 0 and at % 16:  # straddling two ids: look on (astronomically rare)
         at = known.find(cited, at + 1)
     return at != -1
+
+
+def _shown(confidence: float) -> float:
+    """A confidence as a move records it: rounded to 6 places.
+
+    Kept by value, as :func:`~.rules.clamp` keeps its answers (confidences take few
+    values, and round() costs near a microsecond), but for zero: -0.0 rounds to -0.0.
+    """
+    found = _SHOWN.get(confidence) if confidence else None
+    if found is None:
+        found = round(confidence, 6)
+        if confidence and len(_SHOWN) < _KEEP_SHOWN:
+            _SHOWN[confidence] = found
+    return found
+
+
+_SHOWN: dict[float, float] = {}
+_KEEP_SHOWN = 1 << 16
+
+
+def _works(outcome: OutcomeRow | None, row: LessonRow) -> bool:
+    """True when the outcome shows what the lesson prefers working on its target."""
+    return outcome is not None and any(
+        op.ok and op.op == row.prefer_op and op.target == row.target
+        for op in outcome.operations)
 
 
 def _on_stream_of(stream: bytes, lesson_id: UUID) -> bool:

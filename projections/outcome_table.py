@@ -107,7 +107,7 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
         self.new_irregular: set[UUID] = set()
         #: The position folded: no outcome after it is found.
         self.limit = 0
-        self._operations: dict[tuple[str, str, bool, str, int], Operation] = {}
+        self._operations: dict[Operation, Operation] = {}
         self._strings: dict[str, str] = {}
 
     @property
@@ -117,15 +117,19 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
 
     def add(self, event: OutcomeObserved, envelope: Envelope) -> None:
         """An outcome folded at ``envelope``'s position."""
-        self.put(outcome_row(event, envelope), regular=is_regular(envelope, event.outcome_id),
-                 position=envelope.position)
+        self._keep(self._kept(event.outcome_id, event.project, envelope.session, event.passed,
+                              event.operations, envelope.occurred_at),
+                   regular=is_regular(envelope, event.outcome_id), position=envelope.position)
 
     def put(self, row: OutcomeRow, *, regular: bool, position: int = 0) -> None:
         """Keep ``row``, folded at ``position`` (in its first place if folded before)."""
-        row = self._kept(row)
+        self._keep(self._kept(row.outcome_id, row.project, row.session, row.passed,
+                              row.operations, row.at), regular=regular, position=position)
+
+    def _keep(self, row: OutcomeRow, *, regular: bool, position: int) -> None:
         outcome_id = row.outcome_id
         if regular:
-            if self.irregular.pop(outcome_id, None) is not None:
+            if self.irregular and self.irregular.pop(outcome_id, None) is not None:
                 self.new_irregular.add(outcome_id)  # its saved row goes (see rows)
         else:
             self.irregular[outcome_id] = row
@@ -148,21 +152,23 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
             del rows[oldest]
             del folded_at[oldest]
 
-    def _kept(self, row: OutcomeRow) -> OutcomeRow:
-        """``row`` with each operation, project and session held once for all outcomes.
+    def _kept(self, outcome_id: UUID, project: str, session: str, passed: bool,
+              operations: list[Operation], at: int) -> OutcomeRow:
+        """A row with each operation, project and session held once for all outcomes.
 
         Outcomes' operations repeat (the same operation on the same target failing the
-        same way), and they are frozen, so one object stands for all that hold it.
+        same way), and they are frozen, so one object stands for all that hold it: an
+        operation is its own key (equal and hashed by its fields, and, holding only
+        scalars, never tracked by the cycle collector, as a tuple of them is).
         """
         shared, texts = self._operations, self._strings
         if len(shared) > _SHARED:
             shared.clear()
             texts.clear()
         return OutcomeRow(
-            outcome_id=row.outcome_id, project=texts.setdefault(row.project, row.project),
-            session=texts.setdefault(row.session, row.session), passed=row.passed,
-            operations=[shared.setdefault((op.op, op.target, op.ok, op.error, op.order), op)
-                        for op in row.operations], at=row.at)
+            outcome_id=outcome_id, project=texts.setdefault(project, project),
+            session=texts.setdefault(session, session), passed=passed,
+            operations=list(map(shared.setdefault, operations, operations)), at=at)
 
     # -- the mapping --------------------------------------------------------------------
 
@@ -170,7 +176,10 @@ class OutcomeTable(Mapping[UUID, OutcomeRow]):
         """The outcome with id ``key`` folded so far, else ``default``."""
         if not isinstance(key, UUID):
             return default
-        found = self.irregular.get(key) or self._rows.get(key)
+        irregular = self.irregular  # mostly empty, and a UUID's hash is Python code
+        found = irregular.get(key) if irregular else None
+        if found is None:
+            found = self._rows.get(key)
         if found is None and self._log is not None:
             found = self._read(key)
         return default if found is None else found
