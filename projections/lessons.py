@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from itertools import repeat
 from operator import attrgetter
 from typing import ClassVar, Union, cast
@@ -1192,19 +1193,16 @@ def _cites(known: bytearray, cited: bytes) -> bool:
 def _shown(confidence: float) -> float:
     """A confidence as a move records it: rounded to 6 places.
 
-    Kept by value, as :func:`~.rules.clamp` keeps its answers (confidences take few
-    values, and round() costs near a microsecond), but for zero: -0.0 rounds to -0.0.
+    Kept by value, as :func:`~.rules.clamp` is (confidences take few values, and
+    round() costs near a microsecond), but for zero: -0.0 rounds to -0.0, and a cache
+    keyed by value would answer it with 0.0's rounding.
     """
-    found = _SHOWN.get(confidence) if confidence else None
-    if found is None:
-        found = round(confidence, 6)
-        if confidence and len(_SHOWN) < _KEEP_SHOWN:
-            _SHOWN[confidence] = found
-    return found
+    return _rounded(confidence) if confidence else round(confidence, 6)
 
 
-_SHOWN: dict[float, float] = {}
-_KEEP_SHOWN = 1 << 16
+@lru_cache(maxsize=1 << 16)
+def _rounded(confidence: float) -> float:
+    return round(confidence, 6)
 
 
 def _works(outcome: OutcomeRow | None, row: LessonRow) -> bool:
