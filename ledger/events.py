@@ -43,6 +43,7 @@ __all__ = [
     "NAMES_A_LESSON",
     "NAMES_A_PERSON",
     "NAMES_A_PRINCIPAL",
+    "NEEDS_ADMIN",
     "OUTCOME_OBSERVED",
     "RECONCILE_PASSED",
     "SKILL_REGISTERED",
@@ -165,6 +166,11 @@ class _Event(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_
     #: for each of them. Wider than ``names_a_principal`` (what erasing one takes): an
     #: erasure names whom it erased and who erased, and is never taken itself.
     names_a_person: ClassVar[bool] = False
+    #: Only a command needing ``admin`` decides it (a reconcile, a skill's registration,
+    #: a delta's proposal or decision, a fact), or its command checks it against the
+    #: views (a resolution): a raw submission of it needs admin, or a writer of any
+    #: project could approve deltas the command would refuse it.
+    needs_admin: ClassVar[bool] = False
 
     def principals(self) -> frozenset[str]:
         """The people the body itself names (empty unless ``names_a_person``)."""
@@ -321,6 +327,8 @@ class ReconcilePassed(_Event, frozen=True, kw_only=True, tag="reconcile.passed")
     those are follows from the log.
     """
 
+    needs_admin: ClassVar[bool] = True
+
     now: int
     decay: Confidence = 0.02
     #: Longevities that do not decay at this pass. Empty in passes recorded before issue
@@ -374,6 +382,8 @@ class SkillBaseRegistered(_Event, frozen=True, kw_only=True, tag="skill.register
     text to resolution, which refuses it when its digest is not ``body_digest``.
     """
 
+    needs_admin: ClassVar[bool] = True
+
     skill: Name
     root: Key
     version: Name
@@ -401,6 +411,7 @@ class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
     example or caveat). Tier 0 is a fact (:class:`FactLearned`), never a delta.
     """
 
+    needs_admin: ClassVar[bool] = True
     names_a_delta: ClassVar[bool] = True
     mints_an_id: ClassVar[bool] = True
 
@@ -427,6 +438,7 @@ class DeltaProposed(_Event, frozen=True, kw_only=True, tag="delta.proposed"):
 class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
     """A staged (or orphaned) delta becomes active, against the base digest named."""
 
+    needs_admin: ClassVar[bool] = True
     names_a_delta: ClassVar[bool] = True
     names_a_person: ClassVar[bool] = True
 
@@ -443,6 +455,7 @@ class DeltaApproved(_Event, frozen=True, kw_only=True, tag="delta.approved"):
 class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
     """A staged delta is refused."""
 
+    needs_admin: ClassVar[bool] = True
     names_a_delta: ClassVar[bool] = True
     names_a_person: ClassVar[bool] = True
 
@@ -459,6 +472,7 @@ class DeltaRejected(_Event, frozen=True, kw_only=True, tag="delta.rejected"):
 class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
     """An active delta is reverted; kept in history."""
 
+    needs_admin: ClassVar[bool] = True
     names_a_delta: ClassVar[bool] = True
     names_a_person: ClassVar[bool] = True
 
@@ -475,6 +489,7 @@ class DeltaArchived(_Event, frozen=True, kw_only=True, tag="delta.archived"):
 class DeltaRestaged(_Event, frozen=True, kw_only=True, tag="delta.restaged"):
     """An active delta's track record fell below the bar: staged again, inert."""
 
+    needs_admin: ClassVar[bool] = True
     names_a_delta: ClassVar[bool] = True
 
     delta_id: UUID
@@ -489,6 +504,10 @@ class SkillResolved(_Event, frozen=True, kw_only=True, tag="skill.resolved"):
     ``orphans_shown`` lists the orphaned deltas the resolution reported, each once.
     """
 
+    # Its command (RecordResolution) needs only a write grant, but checks what it names
+    # against the delta view; a raw one would skip that check, so it needs admin.
+    needs_admin: ClassVar[bool] = True
+
     skill: Name
     root: Key
     scope: Scope
@@ -500,6 +519,8 @@ class SkillResolved(_Event, frozen=True, kw_only=True, tag="skill.resolved"):
 
 class FactLearned(_Event, frozen=True, kw_only=True, tag="fact.learned"):
     """A tier-0 learned value: a row a tool reads, never prose in a prompt."""
+
+    needs_admin: ClassVar[bool] = True
 
     fact_id: UUID
     key: Key
@@ -514,6 +535,8 @@ class FactLearned(_Event, frozen=True, kw_only=True, tag="fact.learned"):
 
 class ConsumerDeclared(_Event, frozen=True, kw_only=True, tag="fact.consumer"):
     """A tool declares that it reads a fact namespace (``key`` holds the namespace)."""
+
+    needs_admin: ClassVar[bool] = True
 
     key: Key
     tool: Name
@@ -723,6 +746,8 @@ TRIGGERS_POLICIES: Final = tags_with("triggers_policies")
 MINTS_AN_ID: Final = tags_with("mints_an_id")
 #: Events only the ledger writes: never accepted as a raw submission.
 LEDGER_ONLY: Final = tags_with("ledger_only")
+#: Events a raw submission of which needs admin (as the commands deciding them do).
+NEEDS_ADMIN: Final = tags_with("needs_admin")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[AnyEvent] = msgspec.msgpack.Decoder(AnyEvent)

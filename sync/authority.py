@@ -44,7 +44,7 @@ from lessonledger.commands.messages import (
     checked_text,
 )
 from lessonledger.commands.skill_messages import RecordResolution
-from lessonledger.ledger.events import NAMES_A_LESSON, decode_event
+from lessonledger.ledger.events import NAMES_A_KEY, NAMES_A_LESSON, decode_event, tag_of
 from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.access import Grant
 
@@ -59,6 +59,8 @@ __all__ = [
     "bound_to_caller",
     "in_force",
     "may_read",
+    "may_read_body",
+    "named_lessons",
     "no_grant",
     "require_admin",
     "require_own_principal",
@@ -299,17 +301,52 @@ def authorize_event(access: Access, event: Any,
                     lesson_scope: Callable[[UUID], str | None]) -> None:
     """Refuse a raw event ``access``'s grant does not cover.
 
-    It needs a write grant on the project its body names (``global`` when it names
-    none), and on the own scope of every known lesson it is about: naming one's own
-    project in a confirmation does not make another project's lesson one's own.
+    An event only a command needing admin decides (a delta's approval or rejection, a
+    skill's registration, a fact, a reconcile: ``needs_admin`` in the catalogue) needs
+    admin, as that command does. Any other needs a write grant on the project its body
+    names (``global`` when it names none), and on the own scope of every known lesson it
+    names, by whatever field (``lesson_id``, ``lesson_ids``, a merge's ``merged``, a
+    supersession's ``by``, a proposal's ``supersedes``), and on the project a demotion
+    moves a lesson to: naming one's own project does not make another project's lesson
+    one's own.
 
     Raises:
         AccessRefusedError: the grant does not cover it.
     """
+    if type(event).needs_admin:
+        require_admin(access, f"submit a {tag_of(type(event))} event (its command needs "
+                              "admin)")
+        return
     scope = str(getattr(event, "scope", "") or getattr(event, "project", ""))
     require_write(access, scope or "global")
-    named = [getattr(event, "lesson_id", None), *getattr(event, "lesson_ids", ())]
-    for lesson_id in named:
-        found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+    to_scope = getattr(event, "to_scope", "")
+    if to_scope:  # a demotion moves the lesson into that project
+        require_write(access, to_scope)
+    for lesson_id in named_lessons(event):
+        found = lesson_scope(lesson_id)
         if found is not None and found != scope:
             require_write(access, found)
+
+
+def named_lessons(event: Any) -> list[UUID]:
+    """Every lesson id an event's body names, in any field that holds one."""
+    named: list[Any] = [getattr(event, "lesson_id", None), getattr(event, "by", None),
+                        getattr(event, "supersedes", None),
+                        *getattr(event, "lesson_ids", ()), *getattr(event, "merged", ())]
+    return [i for i in named if isinstance(i, UUID)]
+
+
+def may_read_body(access: Access, scope: str, kind: str, body: bytes,
+                  lesson_scope: Callable[[UUID], str | None]) -> bool:
+    """Whether ``access`` may be sent a body (``kind``: its tag, ``scope``: its envelope's).
+
+    A grant's or a revocation's body (``names_a_key``) names a key, its principal and
+    rights: only an admin, and the key's own holder, are sent it. Any other body goes
+    where its project (:func:`body_scope`) may be read.
+    """
+    if kind in NAMES_A_KEY:
+        if (access.admin and access.grant is None) or (
+                access.grant is not None and access.grant.admin):
+            return True
+        return bool(access.key) and getattr(decode_event(body), "public_key", "") == access.key
+    return may_read(access, body_scope(scope, kind, body, lesson_scope))
