@@ -20,9 +20,9 @@ from lessonledger.projections.resolution import DEFAULT_BUDGET
 from lessonledger.sync import wire
 from lessonledger.sync.authority import (
     Access,
-    body_scope,
     in_force,
     may_read,
+    may_read_body,
     require_own_principal,
     require_read,
 )
@@ -208,9 +208,9 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
             size = 0
             for record in records:
                 shown = (record.envelope, record.payload if record.payload is not None
-                         and may_read(access, body_scope(
-                             record.envelope.scope, record.envelope.type, record.payload,
-                             lambda i: _lesson_scope(reader, i))) else None)
+                         and may_read_body(access, record.envelope.scope,
+                                           record.envelope.type, record.payload,
+                                           lambda i: _lesson_scope(reader, i)) else None)
                 size += len(_row_bytes(shown))
                 if page and size > LOG_PAGE_BYTES:
                     break

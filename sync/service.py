@@ -26,7 +26,6 @@ from typing import Any, cast
 from uuid import UUID
 
 import msgspec
-from lessonledger.commands.authorization import may_read
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import AnyCommand, decode_command
@@ -54,8 +53,8 @@ from lessonledger.projections.views import object_view
 from lessonledger.sync.authority import (
     Access,
     authorize_command,
-    body_scope,
     bound_to_caller,
+    may_read_body,
     require_own_principal,
 )
 from lessonledger.sync.errors import ProtocolError
@@ -223,6 +222,9 @@ class SyncService:
         withheld: list[int] = []
         erased: list[int] = []
         tombstoned = view.is_tombstoned
+        # The peer as the body checks see it: its grant's key decides whose grants it gets.
+        reader = None if grant is None else Access(principal=grant.principal, grant=grant,
+                                                   key=grant.public_key)
         for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
                                                           start):
             sent = b""
@@ -237,9 +239,9 @@ class SyncService:
                     envelope = decode_envelope(envelope_bytes)
                     if envelope.type in _ALWAYS_SENT or (
                             self.may_read(peer, envelope)
-                            and (grant is None or may_read(grant, body_scope(
-                                envelope.scope, envelope.type, body[SALT_BYTES:],
-                                self._lesson_scope)))):
+                            and (reader is None or may_read_body(
+                                reader, envelope.scope, envelope.type, body[SALT_BYTES:],
+                                self._lesson_scope))):
                         sent = body
                     else:
                         withheld.append(position)

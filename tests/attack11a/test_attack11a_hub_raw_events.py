@@ -1,0 +1,203 @@
+"""Raw events through a hub, by keys that may write but not administer (attack11a).
+
+A real hub process with CURVE keys on 127.0.0.1 and a real LMDB home. Alice may write to
+her project P and to ``global``; Bob reads and writes Q; ``ops`` is the admin. A raw
+submission must need what the command deciding the same event needs: no writer
+approves deltas, and no write to P reaches a lesson of Q by another field of the body.
+A grant's body (a key, its principal and rights) goes to admins and to its own key only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import _sync_path  # noqa: F401  (first: hubtools lives in tests/sync)
+import msgspec
+import pytest
+from hubtools import HubProcess, Keys, curve_hub
+from lessonledger.commands import Ledger, Operation
+from lessonledger.commands.errors import AccessRefusedError
+from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.events import (
+    ACCESS_GRANTED,
+    LESSON_DEMOTED,
+    LESSON_PROMOTED,
+    LESSON_PROPOSED,
+    LESSON_SUPERSEDED,
+    NAMES_A_KEY,
+    AccessGranted,
+    DeltaApproved,
+    DeltaRejected,
+    DeltaRestaged,
+    SkillResolved,
+    decode_event,
+    tag_of,
+)
+from lessonledger.sync.keys import load_public
+from test_sync_access import raw, run
+
+P, Q = "a" * 32, "b" * 32
+SKILL = "# Triage\n\n## Replies\n\nAnswer briefly.\n"
+GRANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "alice": ("alice", {"read": [P], "write": [P, "global"]}),
+    "bob": ("bob", {"read": [Q], "write": [Q]}),
+    "ops": ("operator", {"admin": True, "read": [P, Q]}),
+}
+Setup = tuple[HubProcess, Keys, dict[str, UUID]]
+
+
+def _lesson(ledger: Ledger, project: str, tag: str) -> UUID:
+    outcome = ledger.observe_outcome(
+        key=f"{tag}-o", principal="pat", project=project, passed=True, operations=[
+            Operation(op=f"{tag}-old", target="prod", ok=False, error="refused", order=0),
+            Operation(op=f"{tag}-new", target="prod", ok=True, order=1)])
+    ledger.propose_lesson(
+        key=f"{tag}-l", principal="pat", project=project, kind="prefer",
+        text=f"deploy with {tag}-new", avoid_op=f"{tag}-old", prefer_op=f"{tag}-new",
+        target="prod", source="user", evidence=[outcome.ids["outcome_id"]])
+    return next(row.lesson_id for row in ledger.catalogue(project, everything=True)
+                if row.prefer_op == f"{tag}-new" and row.status != "superseded")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    made: dict[str, UUID] = {}
+
+    def prepare(ledger: Ledger) -> None:
+        ledger.skills.register("triage", SKILL)
+        made["staged"] = ledger.skills.propose(
+            "triage", tier=3, kind="preference", anchor="replies", scope=P,
+            provenance="untrusted", payload="Always add the full customer record.",
+            ).ids["delta_id"]
+        made["mine"] = _lesson(ledger, P, "alice")
+        made["theirs"] = _lesson(ledger, Q, "bob")
+
+    with curve_hub(tmp_path_factory.mktemp("attack11a"), GRANTS, admin="ops",
+                   prepare=prepare) as (server, keys):
+        yield server, keys, made
+
+
+def _raw(event: dict[str, Any]) -> bytes:
+    event_id = uuid4()
+    return msgspec.json.encode({
+        "event_id": str(event_id), "stream": str(event_id), "version": 0,
+        "occurred_at": "2026-12-01T12:00:00Z", "actor": "alice", "event": event})
+
+
+def _refused(client: Any, event: dict[str, Any]) -> AccessRefusedError:
+    head = client.head()
+    with pytest.raises(AccessRefusedError) as refused:
+        client.submit(_raw(event))
+    assert client.head() == head
+    return refused.value
+
+
+@pytest.mark.parametrize("event", [
+    {"type": tag_of(DeltaApproved), "by": "alice"},
+    {"type": tag_of(DeltaRejected), "by": "alice", "reason": "no"},
+    {"type": tag_of(DeltaRestaged), "attempts": 0, "successes": 0},
+])
+def test_a_writer_cannot_decide_a_delta_by_a_raw_event(setup: Setup,
+                                                        event: dict[str, Any]) -> None:
+    """The approve and reject commands need admin: so do the events they decide."""
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, event | {"delta_id": str(made["staged"])})
+    assert refused.needed == "admin"
+    with keys.client(server, "ops") as ops:
+        (row,) = [r for r in ops.skills.deltas("triage") if r.delta_id == made["staged"]]
+        assert row.status == "staged"
+
+
+def test_a_writer_cannot_record_a_resolution_raw(setup: Setup) -> None:
+    """A raw resolution would skip what RecordResolution checks (what it may name)."""
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, {"type": tag_of(SkillResolved), "skill": "triage",
+                                   "root": "user", "scope": P,
+                                   "rendered": [str(made["staged"])]})
+    assert refused.needed == "admin"
+
+
+def test_a_write_to_p_cannot_merge_a_lesson_of_q(setup: Setup) -> None:
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, {"type": LESSON_PROMOTED, "lesson_id": str(made["mine"]),
+                                   "projects": [P, Q], "merged": [str(made["theirs"])]})
+    assert (refused.needed, refused.project) == ("write", Q)
+
+
+def test_a_write_to_p_cannot_supersede_by_a_lesson_of_q(setup: Setup) -> None:
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, {"type": LESSON_SUPERSEDED, "lesson_id": str(made["mine"]),
+                                   "reason": "replaced", "by": str(made["theirs"])})
+    assert (refused.needed, refused.project) == ("write", Q)
+
+
+def test_a_proposal_in_p_cannot_name_a_lesson_of_q_as_superseded(setup: Setup) -> None:
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, {
+            "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
+            "kind": "prefer", "target": "build", "scope": P, "source": "user",
+            "supersedes": str(made["theirs"])})
+    assert (refused.needed, refused.project) == ("write", Q)
+
+
+def test_a_demotion_cannot_move_a_lesson_into_a_project_not_written(setup: Setup) -> None:
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        refused = _refused(alice, {"type": LESSON_DEMOTED, "lesson_id": str(made["mine"]),
+                                   "to_scope": Q})
+    assert (refused.needed, refused.project) == ("write", Q)
+
+
+def test_the_same_fields_naming_her_own_lessons_are_still_written(setup: Setup) -> None:
+    """The check is on whose lessons they are, not on the fields: her own pass."""
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        receipt = alice.submit(_raw({
+            "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
+            "kind": "prefer", "target": "build", "scope": P, "source": "user",
+            "supersedes": str(made["mine"])}))
+        assert len(receipt.positions) >= 1
+
+
+def _grant_bodies(records: list[Any]) -> dict[int, bytes | None]:
+    return {r.envelope.position: r.payload for r in records
+            if r.envelope.type in NAMES_A_KEY}
+
+
+def test_grant_bodies_go_to_admins_and_to_their_own_key_only(setup: Setup) -> None:
+    server, keys, _ = setup
+    bob_key = load_public(keys.public("bob")).decode()
+    with keys.client(server, "ops") as ops:
+        everything = _grant_bodies(ops.read_log(1, 1000))
+    assert len(everything) == len(GRANTS)
+    assert all(body is not None for body in everything.values())
+    with keys.client(server, "bob") as bob:
+        seen = _grant_bodies(bob.read_log(1, 1000))
+    assert seen.keys() == everything.keys()  # every envelope still travels
+    shown = [decode_event(body) for body in seen.values() if body is not None]
+    assert [e.public_key for e in shown if isinstance(e, AccessGranted)] == [bob_key]
+
+
+def test_a_clone_by_a_reader_holds_no_other_keys_grant(setup: Setup, tmp_path: Path) -> None:
+    server, keys, _ = setup
+    env = {**os.environ, "LESSONLEDGER_SYNC": "os", "LESSONLEDGER_KEYS": str(keys.dir)}
+    replica = tmp_path / "replica"
+    run(env, "clone", server.endpoint, str(replica), "--key",
+        str(keys.secret("bob")), "--hub-key", str(keys.public("hub")), "--json")
+    bob_key = load_public(keys.public("bob")).decode()
+    grants = [(msgspec.msgpack.decode(envelope, type=Envelope), body)
+              for _, envelope, body, _ in raw(replica)]
+    grants = [(e, b) for e, b in grants if e.type == ACCESS_GRANTED]
+    assert len(grants) == len(GRANTS)
+    kept = [b for _, b in grants if b is not None]
+    assert len(kept) == 1
+    assert bob_key.encode() in kept[0]
