@@ -70,6 +70,7 @@ from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
 from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
+from lessonledger.commands.skill_submissions import CHECKED, check_submitted
 from lessonledger.commands.skills import Skills
 from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
@@ -437,7 +438,14 @@ class Ledger(CommandVerbs, ReadSide):
             return e
 
     def _submit(self, submission: Submission, writing: Writing) -> Receipt:
-        """Append one raw submission (idempotent by its event id) and fold it."""
+        """Append one raw submission (idempotent by its event id) and fold it.
+
+        A skill event is held to its command's rules first (:func:`check_submitted`);
+        a resubmission of one already written is not, as it appends nothing.
+        """
+        if isinstance(submission.event, CHECKED) and (
+                writing.position_of(submission.event_id.bytes) is None):
+            check_submitted(submission.event, self.runner)
         positions = writing.append([to_new_event(submission)])
         self._fold(writing, writing.append)
         return Receipt([int(p) for p in positions])

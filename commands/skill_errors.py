@@ -15,7 +15,14 @@ A delta refused by a rule raises a :class:`DeltaRefusedError` whose ``rule`` nam
   ``supersedes`` (:class:`CrossSkillSupersedeError`);
 - ``outcome-needs-evidence``: provenance ``outcome`` citing no outcome, or one the ledger
   does not have;
-- ``no-instruction-injection``: instruction-injection text in the payload.
+- ``no-instruction-injection``: instruction-injection text in the payload;
+- ``supersedes-own-scope``: a delta naming a delta of another scope in ``supersedes``
+  (approving it would change what that scope's resolution renders);
+- ``rejected-stays-rejected``: a proposal saying what a rejected delta of the skill
+  said, unless a person's own (provenance ``user_instruction``);
+- ``resolution-renders-what-resolves`` (:data:`UNRESOLVABLE`): a resolution's record
+  naming a delta a resolution there could not render (staged and not on trial, of
+  another skill or scope) or an orphan of another skill or scope.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from uuid import UUID
 from lessonledger.commands.errors import CommandError
 
 __all__ = [
+    "UNRESOLVABLE",
     "AnchorGoneError",
     "BaseMismatchError",
     "CrossSkillSupersedeError",
@@ -36,6 +44,11 @@ __all__ = [
     "UnknownDeltaError",
     "UnknownSkillError",
 ]
+
+
+#: The rule a resolution's record breaks when it names what no resolution there renders;
+#: also what a record made stale by a decision in between is refused for.
+UNRESOLVABLE = "resolution-renders-what-resolves"
 
 
 class DeltaRefusedError(CommandError, ValueError):

@@ -18,10 +18,12 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.access import AccessCommand, GrantAccess, RevokeAccess, decide_access
+from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.handlers import Decided, command_digest, command_id, decide
 from lessonledger.commands.injection import refuse_injection
 from lessonledger.commands.messages import AnyCommand
 from lessonledger.commands.skill_errors import (
+    UNRESOLVABLE,
     AnchorGoneError,
     CrossSkillSupersedeError,
     DeltaRefusedError,
@@ -55,10 +57,11 @@ from lessonledger.ledger.events import (
     SkillResolved,
 )
 from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.secrets import credential_in
 from lessonledger.ledger.text import folded
-from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest
+from lessonledger.projections.anchors import WHOLE_BODY, anchors, body_digest, headings, slug
 from lessonledger.projections.capabilities import local_capabilities, normalised_permission
-from lessonledger.projections.deltas import BaseRow, DeltaView
+from lessonledger.projections.deltas import BaseRow, DeltaRow, DeltaView
 from lessonledger.projections.resolution import DEFAULT_BUDGET, fits, render_item, tokens
 from lessonledger.projections.runner import Projection, Runner
 from lessonledger.projections.views import delta_view, lesson_view
@@ -120,6 +123,13 @@ def _refuse_local(base: BaseRow) -> None:
 
 
 def _register(cmd: RegisterSkill, view: DeltaView) -> list[AnyEvent]:
+    # The body is not stored, but its headings are, as slugs: screened as they were
+    # written, since lower-casing hides the shape of many keys from the screen.
+    for index, heading in enumerate(headings(cmd.body)):
+        for text in (heading, slug(heading)):
+            kind = credential_in(text)
+            if kind is not None:
+                raise CredentialError(kind, f"$.body (heading {index + 1})")
     return [SkillBaseRegistered(
         skill=cmd.skill, root=cmd.root, version=cmd.version,
         body_digest=body_digest(cmd.body), anchors=anchors(cmd.body)[:500],
@@ -212,12 +222,36 @@ def _propose(cmd: ProposeDelta, view: DeltaView) -> list[AnyEvent]:
         if (old.skill, old.root) != (cmd.skill, cmd.root):
             raise CrossSkillSupersedeError(delta_id, f"{old.skill!r} ({old.root})",
                                            f"{cmd.skill!r} ({cmd.root})")
+        if old.scope != cmd.scope:
+            # Approving it would supersede the other scope's delta: a decision about
+            # one project would change what another project's resolution renders.
+            _refuse("supersedes-own-scope", f"delta {delta_id} is of scope {old.scope}, "
+                    f"not {cmd.scope}", "name only deltas of the proposal's own scope in "
+                    "supersedes", "$.supersedes")
+    _refuse_rejected(cmd, view)
     delta_id = derived_id(command_id(cmd.key, cmd.principal), "delta")
     return [DeltaProposed(
         delta_id=delta_id, skill=cmd.skill, root=cmd.root, anchor=cmd.anchor, tier=cmd.tier,
         kind=cmd.kind, payload=cmd.payload, provenance=cmd.provenance, scope=cmd.scope,
         base_digest=base.body_digest, evidence=cmd.evidence, supersedes=cmd.supersedes,
         auto_approve=cmd.auto_approve)]
+
+
+def _refuse_rejected(cmd: ProposeDelta, view: DeltaView) -> None:
+    """Refuse a proposal a person already rejected, unless it is a person's own again.
+
+    Otherwise whoever sent it once (a web page, another agent) sends it again under a
+    new key until someone approves it by mistake.
+    """
+    if cmd.provenance == "user_instruction":
+        return
+    said = (cmd.anchor, cmd.tier, cmd.kind, _plain(cmd.payload).strip())
+    for row in view.on(cmd.skill, cmd.root):
+        if row.status == "rejected" and (
+                row.anchor, row.tier, row.kind, _plain(row.payload).strip()) == said:
+            _refuse("rejected-stays-rejected", f"delta {row.delta_id} said the same and "
+                    "was rejected", "a rejected delta is not proposed again; a person may "
+                    "propose it as their own (provenance user_instruction)", "$.payload")
 
 
 def _moves(delta_ids: list[Any], view: DeltaView, move: str,
@@ -272,10 +306,34 @@ def _consumer(cmd: DeclareConsumer, view: DeltaView) -> list[AnyEvent]:
 
 
 def _resolved(cmd: RecordResolution, view: DeltaView) -> list[AnyEvent]:
-    _base(view, cmd.skill, cmd.root)
+    base = _base(view, cmd.skill, cmd.root)
+    # A later resolution in the session renders what this names whatever its status:
+    # only what a resolution here could have rendered (or reported) may be named.
+    for index, delta_id in enumerate(cmd.rendered):
+        row = view.deltas.get(delta_id)
+        if row is None or not _renderable(row, base, cmd.scope):
+            _refuse(UNRESOLVABLE, f"delta {delta_id} is not one a "
+                    f"resolution of {cmd.skill!r} ({cmd.root}) in scope {cmd.scope} renders "
+                    "(an active delta of the skill in that scope or global, or a trial one)",
+                    "record what the resolution returned", f"$.rendered[{index}]")
+    for index, delta_id in enumerate(cmd.orphans_shown):
+        row = view.deltas.get(delta_id)
+        if row is None or (row.skill, row.root) != (cmd.skill, cmd.root) or (
+                row.scope not in (cmd.scope, "global")):
+            _refuse(UNRESOLVABLE, f"delta {delta_id} is not an "
+                    f"orphan of {cmd.skill!r} ({cmd.root}) in scope {cmd.scope}",
+                    "record what the resolution returned", f"$.orphans_shown[{index}]")
     return [SkillResolved(skill=cmd.skill, root=cmd.root, scope=cmd.scope,
                           rendered=cmd.rendered, orphans_shown=cmd.orphans_shown,
                           text_digest=cmd.text_digest)]
+
+
+def _renderable(row: DeltaRow, base: BaseRow, scope: str) -> bool:
+    """Whether a resolution of ``base`` in ``scope`` may render ``row`` (or try it)."""
+    if (row.skill, row.root) != (base.skill, base.root) or row.scope not in (scope, "global"):
+        return False
+    return row.status == "active" or (
+        row.status == "staged" and row.auto_approve and row.provenance != "untrusted")
 
 
 _HANDLERS: dict[type, Callable[[Any, DeltaView], list[AnyEvent]]] = {

@@ -46,7 +46,9 @@ from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.commands.messages import command_from
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_errors import (
+    UNRESOLVABLE,
     BaseMismatchError,
+    DeltaRefusedError,
     UnknownDeltaError,
     UnknownSkillError,
 )
@@ -310,7 +312,15 @@ class Skills(SkillVerbs):
         if not record:
             return result
         if session and learning and first is None:
-            self._record(result, session, actor, principal)
+            if not self._recorded(result, session, actor, principal):
+                # A delta it rendered was decided in between (by another process): the
+                # record is refused, so resolve from the view as it stands now.
+                with self._lock:
+                    view = self.view
+                    if view.first_resolution(session, skill, root, scope) is None:
+                        result = resolve(view, base, base_text, scope, learning=learning,
+                                         budget=budget, available=tools, trial=tried)
+                        self._record(result, session, actor, principal)
             with self._lock:  # another process may have recorded the session's first
                 view = self.view
                 first = view.first_resolution(session, skill, root, scope)
@@ -325,6 +335,17 @@ class Skills(SkillVerbs):
     def _record(self, result: EffectiveSkill, session: str, actor: str,
                 principal: str) -> None:
         self.execute(resolution_record(result, session, actor, principal))
+
+    def _recorded(self, result: EffectiveSkill, session: str, actor: str,
+                  principal: str) -> bool:
+        """Record ``result``; False when a delta it names was decided since it resolved."""
+        try:
+            self._record(result, session, actor, principal)
+        except DeltaRefusedError as e:
+            if e.rule != UNRESOLVABLE:
+                raise
+            return False
+        return True
 
     def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
              scope: str = "global") -> tuple[EffectiveSkill, EffectiveSkill]:

@@ -28,7 +28,7 @@ from hashlib import sha256
 
 from lessonledger.ledger.events import SectionAnchor
 
-__all__ = ["WHOLE_BODY", "anchors", "body_digest", "slug"]
+__all__ = ["WHOLE_BODY", "anchors", "body_digest", "headings", "slug"]
 
 #: The anchor of a body that has no heading: the whole of it.
 WHOLE_BODY = "(body)"
@@ -59,9 +59,7 @@ def _digest(lines: list[str]) -> str:
     return sha256("\n".join(kept).encode()).hexdigest()
 
 
-def anchors(text: str) -> list[SectionAnchor]:
-    """Every section's anchor, in the order they appear (the whole body's if none)."""
-    lines = text.splitlines()
+def _starts(lines: list[str]) -> list[tuple[int, str]]:
     starts: list[tuple[int, str]] = []
     fenced = False
     for number, line in enumerate(lines):
@@ -69,6 +67,18 @@ def anchors(text: str) -> list[SectionAnchor]:
             fenced = not fenced
         elif not fenced and (match := _HEADING.match(line)):
             starts.append((number, match.group(2)))
+    return starts
+
+
+def headings(text: str) -> list[str]:
+    """Every heading's own text (what its slug is made of), in order."""
+    return [heading for _, heading in _starts(text.splitlines())]
+
+
+def anchors(text: str) -> list[SectionAnchor]:
+    """Every section's anchor, in the order they appear (the whole body's if none)."""
+    lines = text.splitlines()
+    starts = _starts(lines)
     if not starts:
         return [SectionAnchor(slug=WHOLE_BODY, digest=_digest(lines))]
     seen: dict[str, int] = {}

@@ -210,7 +210,9 @@ def resolve(view: DeltaView, base: BaseRow, base_text: str, scope: str, *,
         learning=learning, text=text, tools=list(dict.fromkeys(r.payload for r in hints)),
         rendered=[r.delta_id for r in sorted([*hints, *prose], key=lambda r: r.order)],
         retrieval_only=[r.delta_id for r in sorted([*over, *too_many], key=lambda r: r.order)],
-        orphans=view.unshown_orphans(base.skill, base.root) if learning and replay is None
-        else [],
+        # Only this scope's and global orphans: another project's are its own notice.
+        orphans=[i for i in view.unshown_orphans(base.skill, base.root)
+                 if i in view.deltas and view.deltas[i].scope in (scope, "global")]
+        if learning and replay is None else [],
         text_digest=sha256(text.encode()).hexdigest(), budget=budget,
         learned_tokens=tokens(block) if block else 0)

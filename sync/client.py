@@ -47,6 +47,7 @@ from lessonledger.commands.messages import (
 )
 from lessonledger.commands.recall import Check
 from lessonledger.commands.receipts import Receipt
+from lessonledger.commands.skill_errors import UNRESOLVABLE, DeltaRefusedError
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skills import ListedFact, SkillVerbs, resolution_record
 from lessonledger.commands.verbs import CommandVerbs
@@ -70,6 +71,9 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 10.0
 #: Seconds to keep retrying one request before giving up.
 DEFAULT_DEADLINE = 120.0
+#: Times a session's first resolution is resolved and recorded before its refusal is
+#: passed on: each refusal means a delta it named was decided in between.
+_RECORD_TRIES = 3
 
 
 class HubUnavailableError(LessonLedgerError):
@@ -464,10 +468,19 @@ class RemoteSkills(SkillVerbs):
             "learning": learning, "session": session, "budget": budget,
             "available": None if available is None else list(available), "actor": actor,
             "principal": principal, "trial": [str(i) for i in trial]}
-        result, recorded = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
-        if session and learning and not recorded:
-            self.execute(resolution_record(result, session, actor, principal))
-            result, _ = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
+        for tried in range(1, _RECORD_TRIES + 1):
+            result, recorded = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
+            if not session or not learning or recorded:
+                return result
+            try:
+                self.execute(resolution_record(result, session, actor, principal))
+            except DeltaRefusedError as e:
+                # A delta it names was decided after the hub resolved: resolve again.
+                if e.rule != UNRESOLVABLE or tried == _RECORD_TRIES:
+                    raise
+                continue
+            break
+        result, _ = self._ask("resolve", tuple[EffectiveSkill, bool], **args)
         return result
 
     def diff(self, skill: str, base_text: str, delta_id: UUID, *, root: str = "user",
