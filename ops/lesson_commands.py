@@ -204,15 +204,36 @@ def _cmd_reconcile(args: argparse.Namespace) -> int:
                                     "now": now, "actor": "operator"}, Reconcile))
 
 
-def _commands(stream: IO[str], source: str) -> list[tuple[int, AnyCommand]]:
+#: The most a ``publish`` reads, standard input or a file (64 MiB): every command is
+#: decoded before any runs, so an input without end would otherwise fill the memory.
+MAX_PUBLISH_BYTES = 64 << 20
+
+
+def _commands(stream: IO[bytes] | IO[str], source: str) -> list[tuple[int, AnyCommand]]:
     """Every command of a JSON-lines stream with its line number, all decoded first.
 
     A UTF-8 byte order mark before the first line is skipped (editors on Windows write
     one). A stream with no command at all is refused: a publisher that sends nothing has
-    almost always lost its input on the way.
+    almost always lost its input on the way, and one over :data:`MAX_PUBLISH_BYTES` is
+    refused before more of it is read. Bytes are read where the stream has them (a text
+    stream, as a caller in-process may set ``sys.stdin`` to, is measured encoded).
     """
     commands = []
-    for number, line in enumerate(stream, 1):
+    left = MAX_PUBLISH_BYTES
+    number = 0
+    while raw := stream.readline(left + 1):
+        number += 1
+        left -= len(raw) if isinstance(raw, bytes) else len(raw.encode(errors="replace"))
+        if left < 0:
+            msg = (f"the input {source} is over {MAX_PUBLISH_BYTES >> 20} MiB, the most "
+                   "publish reads at once; nothing was published: split it into smaller "
+                   "files (or use `lessonledger import` for a whole ledger)")
+            raise InvalidCommandError(msg, f"line {number}")
+        try:
+            line = raw.decode() if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as e:
+            msg = f"line {number}: not UTF-8 ({e.reason}); nothing was published"
+            raise InvalidCommandError(msg, f"line {number}") from e
         if number == 1:
             line = line.removeprefix("\ufeff")
         if not line.strip():
@@ -231,10 +252,10 @@ def _commands(stream: IO[str], source: str) -> list[tuple[int, AnyCommand]]:
 
 def _cmd_publish(args: argparse.Namespace) -> int:
     if args.file == "-":
-        commands = _commands(sys.stdin, "on standard input")
+        commands = _commands(getattr(sys.stdin, "buffer", sys.stdin), "on standard input")
     else:
         try:
-            with open(args.file, encoding="utf-8") as f:
+            with open(args.file, "rb") as f:
                 commands = _commands(f, f"in {args.file}")
         except OSError as e:
             msg = f"cannot read {args.file}: {e.strerror}"

@@ -21,6 +21,7 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.skills import Skills
+from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ledger.text import folded
 from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.lesson_commands import open_lessons
@@ -104,9 +105,29 @@ def _budget(text: str) -> int:
     return value
 
 
+#: The largest skill file read (4 MB): a body holds at most 1,000,000 characters
+#: (``RegisterSkill.body``), which is at most 4 bytes each in UTF-8.
+MAX_SKILL_FILE_BYTES = 4_000_000
+
+
 def _read(path: Path) -> str:
-    """A skill file's text, exactly (no newline translation: the digest is of its bytes)."""
-    return path.read_bytes().decode()
+    """A skill file's text, exactly (no newline translation: the digest is of its bytes).
+
+    Raises:
+        LedgerConfigError: the file is over :data:`MAX_SKILL_FILE_BYTES`, or cannot be
+            read; read no further than the limit (a device or a pipe may have no end).
+    """
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_SKILL_FILE_BYTES + 1)
+    except OSError as e:
+        msg = f"cannot read {path}: {e.strerror}"
+        raise LedgerConfigError(msg) from e
+    if len(data) > MAX_SKILL_FILE_BYTES:
+        msg = (f"{path} is over {MAX_SKILL_FILE_BYTES:,} bytes, the most a skill file may "
+               "hold (a body is at most 1,000,000 characters); nothing was read or written")
+        raise LedgerConfigError(msg)
+    return data.decode()
 
 
 @contextmanager
