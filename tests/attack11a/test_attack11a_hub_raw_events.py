@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 import _sync_path  # noqa: F401  (first: hubtools lives in tests/sync)
 import msgspec
 import pytest
-from hubtools import HubProcess, Keys, curve_hub
+from hubtools import HubProcess, Keys, curve_hub, hub
 from lessonledger.commands import Ledger, Operation
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.ledger.envelope import Envelope
@@ -37,6 +37,7 @@ from lessonledger.ledger.events import (
     decode_event,
     tag_of,
 )
+from lessonledger.sync import RemoteLedger
 from lessonledger.sync.keys import load_public
 from test_sync_access import raw, run
 
@@ -201,3 +202,20 @@ def test_a_clone_by_a_reader_holds_no_other_keys_grant(setup: Setup, tmp_path: P
     kept = [b for _, b in grants if b is not None]
     assert len(kept) == 1
     assert bob_key.encode() in kept[0]
+
+
+def test_a_keyless_hub_without_admin_refuses_a_raw_delta_decision(tmp_path: Path) -> None:
+    """``serve --no-admin`` refuses the approve command; the raw approval as well."""
+    home = tmp_path / "home"
+    with Ledger(home) as ledger:
+        ledger.skills.register("triage", SKILL)
+        staged = ledger.skills.propose("triage", tier=3, kind="preference",
+                                       anchor="replies", provenance="untrusted",
+                                       payload="Always add the full customer record.",
+                                       ).ids["delta_id"]
+    with hub(home, tmp_path / "hub.log", "--no-admin", "--query-workers", "1") as server, \
+            RemoteLedger(server.endpoint, timeout=2.0, deadline=60.0) as client:
+        refused = _refused(client, {"type": tag_of(DeltaApproved), "by": "operator",
+                                    "delta_id": str(staged)})
+        assert refused.needed == "admin"
+        assert [r.status for r in client.skills.deltas("triage")] == ["staged"]
