@@ -62,6 +62,7 @@ from lessonledger.ops.render import (
     count_option,
     echo,
     json_line,
+    nonblank,
     print_json,
     timestamp,
 )
@@ -479,10 +480,11 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "write events as JSON lines, one each: the whole log, a principal's (a "
         "subject-access export), a project's, or a range"))
     which = export.add_mutually_exclusive_group()
-    which.add_argument("--principal", metavar="P", help=(
+    which.add_argument("--principal", metavar="P", type=nonblank, help=(
         "every event naming P: as its envelope's principal or actor, or in its body (an "
         "erasure of P, a delta P approved); nothing else"))
-    which.add_argument("--project", metavar="P", help="every event of project digest P")
+    which.add_argument("--project", metavar="P", type=nonblank,
+                       help="every event of project digest P")
     export.add_argument("--from", dest="start", type=count_option(1), metavar="N",
                         help="first position (default 1)")
     export.add_argument("--to", dest="stop", type=count_option(1), metavar="M",

@@ -261,3 +261,24 @@ def test_clone_and_the_client_refuse_a_malformed_address(
     assert not (tmp_path / "r").exists()
     with pytest.raises(LedgerConfigError, match="no hub address"):
         RemoteLedger(to)
+
+
+@pytest.mark.parametrize("argv", [
+    ("skill", "register", "{dir}/no-such-skill.md"),
+    ("import", "{dir}/no-such-export.jsonl", "--into", "{dir}/new"),
+    ("export", "--principal", ""),
+    ("export", "--principal", "  "),
+    ("export", "--project", ""),
+])
+def test_bad_input_exits_2_not_1_or_0(argv: tuple[str, ...], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing input file was exit code 1 (a failed store); a blank export selection
+    exported the events with no principal, exit 0."""
+    home = tmp_path / "h"
+    _one_lesson(home)
+    code, out, err = run(capsys, "--home", home, *[a.format(dir=tmp_path) for a in argv])
+    assert code == 2, err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert out == ""
+    assert not (tmp_path / "new").exists()
