@@ -76,6 +76,23 @@ class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     #: scripted agent or a test replay a month in a second.
     occurred_at: datetime | None = None
 
+    def __post_init__(self) -> None:
+        _refuse_blank(self)
+
+
+#: Fields that name someone or something (or say why): empty means none where allowed,
+#: but spaces alone name nobody, and an erasure or export of "  " could not tell them
+#: from a typo, so they are refused.
+_NAMING = ("principal", "session", "actor", "reason", "subject", "by")
+
+
+def _refuse_blank(command: _Command) -> None:
+    for name in _NAMING:
+        value = getattr(command, name, None)
+        if isinstance(value, str) and value and not value.strip():
+            msg = f"{name} {value!r} is only spaces: write it out, or leave the field out"
+            raise InvalidCommandError(msg, f"$.{name}")
+
 
 class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome"):
     """A task ended: how it was judged, what was tried, and which lessons were in front."""
@@ -112,6 +129,7 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     vector: Annotated[list[VectorValue], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         # Runs in a hand-built command too, whose fields nothing has checked yet: an
         # unknown kind is left to checked_command. InvalidCommandError is a ValueError,
         # so decoding reports it as a msgspec.ValidationError, as any bad field.

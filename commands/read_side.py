@@ -244,6 +244,12 @@ class ReadSide:
             LessonNotFoundError: no lesson has such an id (saying so when an erasure took
                 it), or more than one does.
         """
+        if not text.strip():
+            # Every id starts with the empty prefix: a lone lesson would be the answer,
+            # and `erase --lesson ""` would take it.
+            msg = (f"{text!r} is no lesson id: give the id or a prefix of it (see "
+                   "`lessonledger lessons list --all`)")
+            raise LessonNotFoundError(text, msg)
         with self._lock:
             prefix = text.lower()
             matches = [i for i in self._read().lessons if str(i).startswith(prefix)]

@@ -157,6 +157,9 @@ def delta_from_prefix(ids: Iterable[UUID], text: str) -> UUID:
     Raises:
         InvalidCommandError: none does, or more than one.
     """
+    if not text.strip():  # every id starts with it: a lone delta would be the answer
+        msg = f"{text!r} is no delta id: give the id or a prefix of it (`lessonledger deltas list`)"
+        raise InvalidCommandError(msg, "$.delta")
     matches = [i for i in ids if str(i).startswith(text.lower())]
     if len(matches) == 1:
         return matches[0]

@@ -21,7 +21,7 @@ from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ops.config import LOG_NAME, require_home, tree_names
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.progress import bar
-from lessonledger.ops.render import echo, print_json
+from lessonledger.ops.render import echo, nonblank, print_json
 from lessonledger.sync.replica import refold
 from lessonledger.sync.snapshots import is_replica
 
@@ -127,14 +127,18 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "home open, that waits: exit code 3, and run `lessonledger compact` once it "
         "stops."))
     kind = erase.add_mutually_exclusive_group(required=True)
-    kind.add_argument("--principal", help="every event whose envelope names this principal")
-    kind.add_argument("--session", help="every event of this agent session")
-    kind.add_argument("--lesson", help="a lesson (id or unique prefix) and every event "
-                      "about it")
-    kind.add_argument("--outcome", help="an outcome id, and what the policies learned "
-                      "from it")
-    erase.add_argument("--reason", required=True, help="why, for the record (no content)")
-    erase.add_argument("--by", default="operator", help="who erases (default: operator)")
+    kind.add_argument("--principal", type=nonblank, help=(
+        "every event whose envelope names this principal (as principal or actor), and "
+        "every body naming it as a person"))
+    kind.add_argument("--session", type=nonblank, help="every event of this agent session")
+    kind.add_argument("--lesson", type=nonblank, help="a lesson (id or unique prefix) and "
+                      "every event about it")
+    kind.add_argument("--outcome", type=nonblank, help="an outcome id, and what the "
+                      "policies learned from it")
+    erase.add_argument("--reason", required=True, type=nonblank,
+                       help="why, for the record (no content)")
+    erase.add_argument("--by", default="operator", type=nonblank,
+                       help="who erases (default: operator)")
     erase.add_argument("--key", help="idempotency key, to retry safely (default: a fresh one)")
     erase.add_argument("--no-compact", action="store_true",
                        help="leave the compaction for later (`lessonledger compact`)")

@@ -62,6 +62,7 @@ from lessonledger.ops.render import (
     count_option,
     echo,
     json_line,
+    nonblank,
     print_json,
     timestamp,
 )
@@ -395,6 +396,50 @@ def _restore(path: Path, target: Path, header: Header, events: int) -> tuple[int
         return log.head(), lessons
 
 
+#: The directory an import builds its home in, beside the target, until it is whole.
+_ASIDE = ".{name}.importing-{pid}"
+
+
+def _aside(target: Path) -> Path:
+    """A fresh directory beside ``target`` to build the import in.
+
+    A home is several files written over minutes; built in place, an import killed
+    half-way (SIGKILL, a power cut) left a target that opened as an empty home and that
+    a second import refused as not new. Built aside and renamed when complete, the
+    target is either absent or whole. What killed imports left aside (their process is
+    gone) is removed here, so a rerun starts clean.
+    """
+    parent = target.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    for old in parent.glob(_ASIDE.format(name=target.name, pid="*")):
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    aside = parent / _ASIDE.format(name=target.name, pid=os.getpid())
+    shutil.rmtree(aside, ignore_errors=True)
+    return aside
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive, and its directory is not ours
+    return True
+
+
+def _move_into_place(aside: Path, target: Path) -> None:
+    """Rename the complete home onto ``target`` (absent, or an empty directory), durably."""
+    os.rename(aside, target)  # POSIX: replaces an empty directory atomically
+    folder = os.open(target.absolute().parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself survives a power cut
+    finally:
+        os.close(folder)
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     if not args.file.is_file():
         raise BadExportError(0, f"no export file at {args.file}; check the path")
@@ -407,17 +452,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
             f"{args.file} ends at chain link {header.chain or '(empty log)'}, not the "
             f"expected {args.expect_chain}; it is not the history `verify` showed at the "
             "source"))
-    made = not args.into.exists()
+    aside = _aside(args.into)
     try:
-        head, lessons = _restore(args.file, args.into, header, events)
+        head, lessons = _restore(args.file, aside, header, events)
+        _check_target(args.into)  # made by someone else meanwhile: theirs, not ours
+        _move_into_place(aside, args.into)
     except BaseException:
-        # Nothing of the export was committed (one transaction); take back the new
-        # home's own files too, so the target is as it was.
-        if made:
-            shutil.rmtree(args.into, ignore_errors=True)
-        else:
-            for child in args.into.iterdir():
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
+        # The target was never touched; what was built aside goes.
+        shutil.rmtree(aside, ignore_errors=True)
         raise
     whole = header.last == header.head
     result = {"into": str(args.into), "events": events, "head": head, "lessons": lessons,
@@ -438,10 +480,11 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
         "write events as JSON lines, one each: the whole log, a principal's (a "
         "subject-access export), a project's, or a range"))
     which = export.add_mutually_exclusive_group()
-    which.add_argument("--principal", metavar="P", help=(
+    which.add_argument("--principal", metavar="P", type=nonblank, help=(
         "every event naming P: as its envelope's principal or actor, or in its body (an "
         "erasure of P, a delta P approved); nothing else"))
-    which.add_argument("--project", metavar="P", help="every event of project digest P")
+    which.add_argument("--project", metavar="P", type=nonblank,
+                       help="every event of project digest P")
     export.add_argument("--from", dest="start", type=count_option(1), metavar="N",
                         help="first position (default 1)")
     export.add_argument("--to", dest="stop", type=count_option(1), metavar="M",

@@ -26,6 +26,8 @@ class Failure(NamedTuple):
 
 def failure(error: BaseException) -> Failure | None:
     """The line and exit code for ``error``, or None when it is no failure we describe."""
+    # Exit code 2: the input was refused (fix it and rerun); 1: the store or the
+    # machine failed (nothing in the input to fix).
     if isinstance(error, LedgerStorageError):
         return Failure(1, f"lessonledger: {printable(str(error))}")
     if isinstance(error, LessonLedgerError):
@@ -36,6 +38,12 @@ def failure(error: BaseException) -> Failure | None:
     if isinstance(error, UnicodeDecodeError | UnicodeEncodeError):
         return Failure(2, f"lessonledger: input is not UTF-8 text ({error.reason}); "
                           "convert it and retry")
+    if isinstance(error, FileNotFoundError | IsADirectoryError | NotADirectoryError):
+        # A path the caller gave that names nothing (or a folder for a file): bad input,
+        # not a failed store.
+        where = f" {error.filename}" if error.filename else ""
+        return Failure(2, f"lessonledger: no such file{where} ({error.strerror or error}); "
+                          "check the path; nothing was done")
     if isinstance(error, OSError) and not isinstance(error, BrokenPipeError):
         where = f": {error.filename}" if error.filename else ""
         return Failure(1, f"lessonledger: {error.strerror or error}{where}; nothing after "

@@ -17,22 +17,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lessonledger.ledger.errors import LedgerConfigError
-from lessonledger.ops.config import open_log, seconds
-from lessonledger.ops.render import echo, print_json
+from lessonledger.ops.config import seconds
+from lessonledger.ops.render import count_option, echo, nonblank, print_json
 from lessonledger.sync.authority import Authority, GrantAuthority, LoopbackAuthority
 from lessonledger.sync.client import RemoteLedger
-from lessonledger.sync.hub import DEFAULT_BIND, Hub, HubConfig, is_loopback
+from lessonledger.sync.endpoints import check_bind, check_hub_address, is_loopback
+from lessonledger.sync.hub import DEFAULT_BIND, Hub, HubConfig
 from lessonledger.sync.keys import load_secret
 
 __all__ = ["add_remote", "register", "remote"]
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    if args.key is None and not is_loopback(args.bind):
-        msg = (f"refusing to bind {args.bind} without CURVE keys: anyone who can reach it "
-               "could write as the hub's principal; bind tcp://127.0.0.1:PORT, or give "
-               "--key HUB.key_secret (see `lessonledger keys new`)")
-        raise LedgerConfigError(msg)
+    # Every option is checked before the home is made or a port bound: a typo costs
+    # one line, not a hub half started or an empty home left behind.
     authority: Authority
     public = secret = b""
     if args.key is not None:
@@ -40,6 +38,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         authority = GrantAuthority()
     else:
         authority = LoopbackAuthority(args.principal, admin=not args.no_admin)
+    check_bind(args.bind)
+    if args.key is None and not is_loopback(args.bind):
+        msg = (f"refusing to bind {args.bind} without CURVE keys: anyone who can reach it "
+               "could write as the hub's principal; bind tcp://127.0.0.1:PORT, or give "
+               "--key HUB.key_secret (see `lessonledger keys new`)")
+        raise LedgerConfigError(msg)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for noisy in ("bm25s",):  # libraries that log every index build at INFO and below
@@ -54,8 +58,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.metrics is None:
         hub.run()
         return 0
-    with open_log(args.home, create=True):
-        pass  # the collector reads the home's log: it must exist before the hub opens it
     # Here, not at the top: lesson_commands imports this module for --to.
     from lessonledger.ops.hub_metrics import hub_metrics
 
@@ -90,13 +92,22 @@ def _address(text: str) -> tuple[str, int]:
     return address(text)
 
 
+def _hub(text: str) -> str:
+    """``--to``'s type: a hub address (an empty one would quietly mean the local home)."""
+    try:
+        check_hub_address(text)
+    except LedgerConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def add_remote(p: argparse.ArgumentParser, key_flag: str = "--key") -> None:
     """Give a verb ``--to`` (a hub endpoint) and the CURVE key options.
 
     ``key_flag`` names the client's key file option: ``--key-file`` on verbs whose
     ``--key`` is already the command's idempotency key.
     """
-    p.add_argument("--to", metavar="ENDPOINT", default=None, help=(
+    p.add_argument("--to", metavar="ENDPOINT", default=None, type=_hub, help=(
         "ask a hub (tcp://HOST:PORT) instead of opening the home"))
     p.add_argument(key_flag, metavar="FILE", default=None, dest="client_key",
                    help="with --to: this client's secret key file (NAME.key_secret)")
@@ -141,13 +152,13 @@ def register(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
     serve.add_argument("--key", metavar="FILE", default=None, help=(
         "the hub's secret key file (HUB.key_secret): CURVE on, clients need a key with "
         "a grant (`lessonledger access grant`), and their principal is the grant's"))
-    serve.add_argument("--principal", default="operator", help=(
+    serve.add_argument("--principal", default="operator", type=nonblank, help=(
         "without keys: the principal every connection writes as (default operator)"))
     serve.add_argument("--no-admin", action="store_true",
                        help="without keys: connections may not erase or reconcile")
-    serve.add_argument("--queue", type=int, default=4096, metavar="N",
+    serve.add_argument("--queue", type=count_option(1), default=4096, metavar="N",
                        help="commands waiting at most; more are answered busy (default 4096)")
-    serve.add_argument("--max-batch", type=int, default=512, metavar="N",
+    serve.add_argument("--max-batch", type=count_option(1), default=512, metavar="N",
                        help="commands committed in one transaction at most (default 512)")
     serve.add_argument("--query-workers", type=_workers, default=0, metavar="N", help=(
         "processes answering queries, each with its own reader of the home (default: "

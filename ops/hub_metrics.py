@@ -67,17 +67,19 @@ class HubInstruments:
 def hub_metrics(stats: HubStats, home: Path, bind: str, port: int) -> Iterator[None]:
     """Serve a hub's metrics at ``http://bind:port/metrics`` for the length of the block.
 
-    The home must exist (``serve`` creates it first): the collector reads its log.
+    The port is listened on first, so one in use is refused before the home is
+    created (the collector reads the home's log, so it is made next, as ``serve``
+    would have made it).
     """
     with ExitStack() as stack:
-        log = stack.enter_context(open_log(home))
+        registry = CollectorRegistry()
+        stack.enter_context(serving(registry, bind, port))
+        log = stack.enter_context(open_log(home, create=True))
         reader = stack.enter_context(open_queries(home))
         verifier = Verifier(log, VERIFY_EVERY).start()
         stack.callback(verifier.stop)
-        registry = CollectorRegistry()
         collector = LedgerCollector(log, reader, home=home, verifier=verifier)
         collector.catch_up()
         registry.register(collector)
         stats.observe(HubInstruments(Instruments(registry)))
-        stack.enter_context(serving(registry, bind, port))
         yield

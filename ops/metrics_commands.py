@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lessonledger.ledger.errors import LedgerConfigError
 from lessonledger.ops import interrupts
 from lessonledger.ops.config import open_log, seconds_or_zero
 from lessonledger.ops.lesson_commands import open_queries
@@ -45,8 +46,18 @@ def address(text: str) -> tuple[str, int]:
 
 @contextmanager
 def serving(registry: CollectorRegistry, bind: str, port: int) -> Iterator[None]:
-    """Serve ``registry`` for the length of the block; say where on stderr."""
-    server = serve(registry, port, bind)
+    """Serve ``registry`` for the length of the block; say where on stderr.
+
+    Raises:
+        LedgerConfigError: the address cannot be listened on (a port in use, a host
+            that is not this machine's).
+    """
+    try:
+        server = serve(registry, port, bind)
+    except OSError as e:
+        msg = (f"cannot serve metrics on {bind}:{port}: {e.strerror or e}; choose another "
+               "port (or stop what listens there); nothing was started")
+        raise LedgerConfigError(msg) from e
     host = f"[{bind}]" if ":" in bind else bind
     print(f"lessonledger: metrics at http://{host}:{server.server_port}/metrics",
           file=sys.stderr, flush=True)

@@ -14,7 +14,7 @@ from lessonledger.ledger.log import Record
 from lessonledger.ledger.text import printable
 
 __all__ = [
-    "TimeRangeError", "echo", "json_line", "parse_time", "print_json", "printable",
+    "TimeRangeError", "echo", "json_line", "nonblank", "parse_time", "print_json", "printable",
     "record_json", "record_line", "time_fields", "timestamp",
 ]
 
@@ -160,3 +160,15 @@ def count_option(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def nonblank(text: str) -> str:
+    """An argparse type: text that is more than spaces (a name, a reason, an id prefix).
+
+    An empty prefix matches every id and an empty name nobody: either is a slip (an
+    unset shell variable, say), never what a person erasing or granting meant.
+    """
+    if not text.strip():
+        msg = f"expected a name or text, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return text

@@ -5,9 +5,11 @@ few positions they need instead of scanning the whole log:
 
 - by **principal** and by **session**: every event whose envelope names it (erasures
   themselves excepted: they are the audit trail, never taken); by principal also every
-  event whose body names it (``names_a_principal``: a grant names its grantee), and
-  every revocation of a key while it was granted to that principal (``names_a_key``),
-  so erasing a principal takes its grants and what ended them;
+  event it wrote as the envelope's actor, every event whose body names it as a person
+  (``names_a_principal``: a grant names its grantee; ``names_a_person``: a delta it
+  approved), and every revocation of a key while it was granted to that principal
+  (``names_a_key``), so erasing a principal takes what a subject-access export of it
+  shows: its grants and what ended them, and its decisions;
 - by **lesson**: every event about that lesson (the catalogue's ``names_a_lesson``);
 - by **outcome**: the outcome itself and every event crediting or blaming a lesson on it
   (``cites_an_outcome``);
@@ -18,6 +20,10 @@ body); a reader checks for the body. It reads the ids it keys by from the body t
 runner decoded for every view (a partial decode of its own only for a body that is not
 a catalogue event), and an erasure of bodies it read refolds it from position 0, so an
 erased body's ids leave it.
+
+What it indexes is versioned (:data:`FORMAT`, in the saved header): an index saved by
+an older ledger, which may lack what this one indexes, is never used; it is folded
+again from position 0 and saved afresh.
 
 It is saved as rows (:class:`~lessonledger.projections.runner.RowProjection`): a header
 (position, erasures, key holders) and, per principal, session, lesson and outcome, its
@@ -39,6 +45,7 @@ from lessonledger.ledger.events import (
     ERASED,
     NAMES_A_KEY,
     NAMES_A_LESSON,
+    NAMES_A_PERSON,
     NAMES_A_PRINCIPAL,
     OUTCOME_OBSERVED,
     AnyEvent,
@@ -48,10 +55,13 @@ from lessonledger.ledger.log import Record
 from lessonledger.projections.body import shared_event
 from lessonledger.projections.store import PinnedRows
 
-__all__ = ["CHUNK", "AuditIndex", "ErasureEntry"]
+__all__ = ["CHUNK", "FORMAT", "AuditIndex", "ErasureEntry"]
 
 #: Positions per saved chunk of a list (8 bytes each).
 CHUNK = 64
+#: What the index holds: 1 (no version saved) had no actors and no ``names_a_person``
+#: bodies under a principal; 2 has them.
+FORMAT = 2
 _HEADER = b"h"
 _KINDS = {"principal": b"p", "session": b"s", "lesson": b"l", "outcome": b"o"}
 _NAMES = {v: k for k, v in _KINDS.items()}
@@ -84,12 +94,15 @@ class _State(msgspec.Struct, kw_only=True):
     erasures: list[ErasureEntry] = []
     #: The principal each client key (by its stream) is granted to now.
     holders: dict[str, str] = {}
+    format: int = 1
 
 
 class _Header(msgspec.Struct, array_like=True):
     position: int
     erasures: list[ErasureEntry]
     holders: dict[str, str]
+    #: Last, with a default: a header saved before it decodes as format 1.
+    format: int = 1
 
 
 _ids = msgspec.msgpack.Decoder(_Ids)
@@ -97,8 +110,8 @@ _header = msgspec.msgpack.Decoder(_Header)
 _erased = msgspec.msgpack.Decoder(Erased)
 _encoder = msgspec.msgpack.Encoder(order="deterministic")
 _decoder = msgspec.msgpack.Decoder(_State)
-_INDEXED = NAMES_A_LESSON | CITES_AN_OUTCOME | NAMES_A_PRINCIPAL | NAMES_A_KEY | {
-    OUTCOME_OBSERVED}
+_INDEXED = (NAMES_A_LESSON | CITES_AN_OUTCOME | NAMES_A_PRINCIPAL | NAMES_A_PERSON
+            | NAMES_A_KEY | {OUTCOME_OBSERVED})
 
 
 class AuditIndex:
@@ -121,6 +134,9 @@ class AuditIndex:
         self._absent: set[tuple[str, str]] = set()
         #: The position the rows were last saved at (what a newer snapshot must hold).
         self._base = 0
+        #: Folded afresh over an index saved in another format: its first save replaces
+        #: those rows even at the position they were saved at (see the runner's save).
+        self.replaces = False
 
     @property
     def position(self) -> int:
@@ -203,15 +219,32 @@ class AuditIndex:
                     erased = _erased.decode(record.payload)  # refused as it always was
                 self._erasures.append(ErasureEntry(position, erased.what, erased.subject))
             return
-        if envelope.principal:
-            self._add("principal", envelope.principal, position)
         if envelope.session:
             self._add("session", envelope.session, position)
+        # Everyone the record names, each once: its principal, who wrote it, and the
+        # people its body names.
+        people = {envelope.principal, envelope.actor}
+        try:
+            self._body(record, event, people)
+        finally:
+            for person in sorted(people - {""}):
+                self._add("principal", person, position)
+
+    def _body(self, record: Record, event: AnyEvent | None, people: set[str]) -> None:
+        """Index what the body names; add the people it names to ``people``."""
+        envelope = record.envelope
+        position = envelope.position
         if envelope.type in NAMES_A_KEY and record.payload is None:
             # An erased grant or revocation ends the key's grant (as the access view has it).
             self._holders.pop(str(envelope.stream_id), None)
         if record.payload is None or envelope.type not in _INDEXED:
             return
+        if envelope.type in NAMES_A_PERSON:
+            # Given no shared body, decoded here as the runner would have (the people a
+            # body names come from its methods, not from one field a partial decode reads).
+            named = event if event is not None else shared_event(record.payload)
+            if named is not None:
+                people.update(named.principals())
         if event is not None:  # the fields the partial decode would read, by name
             lesson_id: UUID | None = getattr(event, "lesson_id", None)
             outcome_id: UUID | None = getattr(event, "outcome_id", None)
@@ -223,27 +256,23 @@ class AuditIndex:
                 return  # another writer's body under our tag: nothing of ours to index
             lesson_id, outcome_id, principal = ids.lesson_id, ids.outcome_id, ids.principal
         if envelope.type in NAMES_A_KEY:
-            self._key_event(envelope.type, str(envelope.stream_id), principal,
-                            envelope.principal, position)
-        elif (envelope.type in NAMES_A_PRINCIPAL and principal
-              and principal != envelope.principal):
-            self._add("principal", principal, position)
+            people.add(self._key_event(envelope.type, str(envelope.stream_id), principal))
+        elif envelope.type in NAMES_A_PRINCIPAL and principal:
+            people.add(principal)
         if lesson_id is not None and envelope.type in NAMES_A_LESSON:
             self._add("lesson", str(lesson_id), position)
         if outcome_id is not None and (envelope.type in CITES_AN_OUTCOME
                                        or envelope.type == OUTCOME_OBSERVED):
             self._add("outcome", str(outcome_id), position)
 
-    def _key_event(self, kind: str, stream: str, named: str | None, stamped: str,
-                   position: int) -> None:
-        """Index a grant under its grantee, a revocation under the key's holder then."""
+    def _key_event(self, kind: str, stream: str, named: str | None) -> str:
+        """Whom a key event is indexed under: a grant its grantee, a revocation the holder."""
         holder = named if kind == ACCESS_GRANTED else self._holders.get(stream)
         if kind == ACCESS_GRANTED and named:
             self._holders[stream] = named
         else:
             self._holders.pop(stream, None)
-        if holder and holder != stamped:
-            self._add("principal", holder, position)
+        return holder or ""
 
     def _add(self, kind: str, key: str, position: int) -> None:
         found = self._maps[kind].get(key)
@@ -259,7 +288,7 @@ class AuditIndex:
     # -- saved as rows -------------------------------------------------------------------
 
     def _head(self) -> bytes:
-        return _encoder.encode(_Header(self._position, self._erasures, self._holders))
+        return _encoder.encode(_Header(self._position, self._erasures, self._holders, FORMAT))
 
     def rows(self) -> Iterator[tuple[bytes, bytes]]:
         """Every row, the header first."""
@@ -287,6 +316,7 @@ class AuditIndex:
         self._full = False
         self._grown.clear()
         self._base = self._position
+        self.replaces = False
 
     @classmethod
     def load_rows(cls, rows: Iterable[tuple[bytes, bytes]]) -> AuditIndex:
@@ -295,6 +325,8 @@ class AuditIndex:
         for k, value in rows:
             if k == _HEADER:
                 head = _header.decode(value)
+                if head.format != FORMAT:
+                    return cls._replacing()
                 view._position, view._erasures = head.position, head.erasures
                 view._holders = head.holders
                 continue
@@ -310,12 +342,22 @@ class AuditIndex:
         return view
 
     @classmethod
+    def _replacing(cls) -> AuditIndex:
+        """An empty index for one saved in another format: folded again from position 0."""
+        view = cls()
+        view.replaces = True
+        return view
+
+    @classmethod
     def pinned(cls, pin: PinnedRows) -> AuditIndex:
         """A view of the saved rows ``pin`` reads: the header now, each list when needed."""
         view = cls()
         raw = pin.get(_HEADER)
         if raw is not None:
             head = _header.decode(raw)
+            if head.format != FORMAT:
+                pin.close()
+                return cls._replacing()
             view._position, view._erasures = head.position, head.erasures
             view._holders = head.holders
         view._base = view._position
@@ -328,13 +370,15 @@ class AuditIndex:
         packed = {kind: {key: found.tobytes() for key, found in entries.items()}
                   for kind, entries in self._everything().items()}
         return _encoder.encode(_State(position=self._position, erasures=self._erasures,
-                                      holders=self._holders, **packed))
+                                      holders=self._holders, format=FORMAT, **packed))
 
     @classmethod
     def load(cls, data: bytes) -> AuditIndex:
         """A view from :meth:`dump`'s bytes."""
         state = _decoder.decode(data)
         view = cls()
+        if state.format != FORMAT:
+            return cls._replacing()
         view._position, view._erasures = state.position, list(state.erasures)
         view._holders = dict(state.holders)
         for kind in view._maps:

@@ -410,6 +410,9 @@ class Runner:
         view = self.views[name]
         if _keeps_rows(view):
             assert isinstance(view, RowProjection)
+            # A view refolded over rows of an older format replaces them even when it
+            # reached the position they were saved at (else every open refolds it).
+            force = force or getattr(view, "replaces", False)
             changes = None if force else view.changes()
             if self.store.save_rows(name, view.position, changes, _Lazy(view), txn=txn,
                                     force=force):

@@ -61,6 +61,7 @@ from lessonledger.projections.outcome_stats import ProjectStats
 from lessonledger.projections.recall import Recall
 from lessonledger.projections.resolution import DEFAULT_BUDGET, EffectiveSkill
 from lessonledger.sync import wire
+from lessonledger.sync.endpoints import check_hub_address
 from lessonledger.sync.keys import load_public, load_secret
 
 __all__ = ["HubUnavailableError", "RemoteLedger", "RemoteSkills", "is_remote"]
@@ -128,9 +129,7 @@ class RemoteLedger(CommandVerbs):
                  server_key: str | os.PathLike[str] | None = None,
                  timeout: float = DEFAULT_TIMEOUT, deadline: float = DEFAULT_DEADLINE,
                  context: zmq.Context[Any] | None = None) -> None:
-        if not is_remote(endpoint):
-            msg = f"{endpoint!r} is no hub endpoint; expected tcp://HOST:PORT"
-            raise LedgerConfigError(msg)
+        check_hub_address(endpoint)  # ZeroMQ would raise a bare ZMQError at connect
         self.endpoint = endpoint
         self.home = endpoint
         self._keys = _load_keys(key, server_key)

@@ -74,6 +74,7 @@ from lessonledger.sync.authority import (
     no_grant,
     require_own_principal,
 )
+from lessonledger.sync.endpoints import check_bind, is_loopback, parse_tcp
 from lessonledger.sync.hub_writer import GRANTS, GRANTS_EVERY, STOP, WORK, Report, Work
 from lessonledger.sync.protocol import SyncFrame
 from lessonledger.sync.query_pool import PER_CLIENT, QueryPool, default_workers
@@ -109,19 +110,12 @@ _replies = msgspec.msgpack.Decoder(list[bytes])
 _encoder = msgspec.msgpack.Encoder()
 
 
-def is_loopback(endpoint: str) -> bool:
-    """Whether a ``tcp://`` endpoint binds loopback only (``ipc://`` and ``inproc://`` do)."""
-    if not endpoint.startswith("tcp://"):
-        return True
-    host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
-
-
 def pub_endpoint(bind: str) -> str:
     """The PUB endpoint beside a ROUTER endpoint: the next port, or ``bind + '.pub'``."""
-    if bind.startswith("tcp://"):
-        host, port = bind.rsplit(":", 1)
-        return f"{host}:{int(port) + 1}"
+    parsed = parse_tcp(bind, wildcard=True)
+    if parsed is not None:
+        host, _ = bind.rsplit(":", 1)
+        return f"{host}:{parsed.port + 1}"
     return bind + ".pub"
 
 
@@ -160,6 +154,25 @@ class HubConfig:
     commit_delay: float = 0.005
     server_secret: bytes = b""
     server_public: bytes = b""
+
+    def __post_init__(self) -> None:
+        """Refuse, before anything binds or writes, what the hub could not run with."""
+        check_bind(self.bind)
+        if self.pub:
+            check_bind(self.pub, "--pub")
+        else:
+            parsed = parse_tcp(self.bind, wildcard=True)
+            if parsed is not None and parsed.port == 65535:
+                msg = (f"--bind {self.bind!r} leaves no next port to announce heads on; "
+                       "give a lower port, or --pub ENDPOINT")
+                raise LedgerConfigError(msg)
+        for name, value, least in (("queue_bound", self.queue_bound, 1),
+                                   ("max_batch", self.max_batch, 1),
+                                   ("query_bound", self.query_bound, 1),
+                                   ("query_workers", self.query_workers, 0)):
+            if value < least:
+                msg = f"{name} must be {least} or more, not {value}"
+                raise LedgerConfigError(msg)
 
 
 class _Refusal(Exception):

@@ -31,7 +31,6 @@ the hub.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from hashlib import sha256
@@ -54,6 +53,7 @@ from lessonledger.ledger.packs import Pack, packs_tree, put_pack, unpack
 from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
+from lessonledger.sync.endpoints import check_hub_address
 from lessonledger.sync.errors import (
     DivergedError,
     NotAReplicaError,
@@ -175,25 +175,6 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     path.mkdir(parents=True, exist_ok=True)
     write_marker(path, ReplicaInfo(hub=hub, name=name, key=key, hub_key=hub_key))
     (path / _LOG_MARKER).write_text("lessonledger home: LMDB files, do not edit by hand\n")
-
-
-_TCP = re.compile(r"tcp://(?:\[[0-9A-Fa-f:.]+\]|[^\s:/*\[\]]+):([0-9]{1,5})")
-
-
-def check_hub_address(hub: str) -> None:
-    """Refuse a hub address ZeroMQ cannot connect to, before anything is written.
-
-    Raises:
-        LedgerConfigError: ``hub`` is not ``tcp://HOST:PORT`` (port 1 to 65535) or
-            ``ipc://PATH``.
-    """
-    tcp = _TCP.fullmatch(hub)
-    if (tcp is not None and 0 < int(tcp.group(1)) < 65536) or (
-            hub.startswith("ipc://") and len(hub) > len("ipc://") and hub.isprintable()):
-        return
-    msg = (f"{hub!r} is no hub address; give tcp://HOST:PORT (a port from 1 to 65535) "
-           "or ipc://PATH")
-    raise LedgerConfigError(msg)
 
 
 def _reply(frame: bytes, kind: type[Reply]) -> Reply:
