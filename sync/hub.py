@@ -108,6 +108,8 @@ _report = msgspec.msgpack.Decoder(Report)
 _grants = msgspec.msgpack.Decoder(list[Grant])
 _replies = msgspec.msgpack.Decoder(list[bytes])
 _encoder = msgspec.msgpack.Encoder()
+#: The frame kind of a query (taken before the commands of its burst).
+_QUERY_KIND = next(kind for kind, body in wire.KINDS.items() if body is wire.QueryRequest)
 
 
 def pub_endpoint(bind: str) -> str:
@@ -445,12 +447,13 @@ class Hub:
             if writer.reports in events:
                 self._reports(router, pub)
             if router in events:
+                burst: list[list[zmq.Frame]] = []
                 for _ in range(256):  # a burst, then give the replies a turn
                     try:
-                        parts = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                        burst.append(router.recv_multipart(zmq.NOBLOCK, copy=False))
                     except zmq.Again:
                         break
-                    self._take(router, parts)
+                self._take_burst(router, burst)
                 if self._outgoing:
                     sent = writer.send(WORK, _encoder.encode(self._outgoing))
                     self._outgoing = []
@@ -559,14 +562,36 @@ class Hub:
         except zmq.ZMQError:
             self.stats.dropped_reply()  # gone (EHOSTUNREACH): it will retry if it cares
 
-    def _take(self, router: zmq.Socket[Any], parts: list[zmq.Frame]) -> None:
+    def _take_burst(self, router: zmq.Socket[Any], burst: list[list[zmq.Frame]]) -> None:
+        """Take a burst of requests, its queries first.
+
+        A query never waits for a commit, so it need not wait either for the front to
+        decode and screen the commands that came in the same burst (about 0.1-0.2 ms
+        each, 16 of them with 16 publishers): it is handed to a worker first. Only
+        requests of different clients change places (a client waits for each reply).
+        """
+        later: list[tuple[bytes, str | None, wire.Frame]] = []
+        for parts in burst:
+            taken = self._frame_of(router, parts)
+            if taken is None:
+                continue
+            if taken[2].kind == _QUERY_KIND:
+                self._take(router, *taken)
+            else:
+                later.append(taken)
+        for taken in later:
+            self._take(router, *taken)
+
+    def _frame_of(self, router: zmq.Socket[Any], parts: list[zmq.Frame]
+                  ) -> tuple[bytes, str | None, wire.Frame] | None:
+        """A message's sender, key and checked frame; None if it was refused."""
         if len(parts) != 2:
             log.warning("refused a message of %d parts (a frame is one part)", len(parts) - 1)
             if parts:
                 err = wire.WireError("a request is one ZeroMQ frame", "garbage")
                 self._send(router, parts[0].bytes, _reply(_refused(err), 0))
             self.stats.refused("garbage")
-            return
+            return None
         identity, data = parts[0].bytes, parts[1]
         user_id = _user_id(data)
         now = time.monotonic()
@@ -574,10 +599,18 @@ class Hub:
             log.info("client %s connected (%s)", identity.hex(),
                      f"key {user_id}" if user_id else "no key")
         self._clients[identity] = now
-        request = 0
         try:
-            frame = wire.decode_frame(data.buffer)
-            request = frame.id
+            return identity, user_id, wire.decode_frame(data.buffer)
+        except wire.WireError as e:
+            log.warning("refused a frame from client %s: %s", identity.hex(), e.problem)
+            self.stats.refused(e.problem)
+            self._send(router, identity, _reply(_refused(e), 0))
+            return None
+
+    def _take(self, router: zmq.Socket[Any], identity: bytes, user_id: str | None,
+              frame: wire.Frame) -> None:
+        request = frame.id
+        try:
             access = self.authority.access(user_id)
             if access is None:
                 # Its key was let in at the handshake, and its grant is gone since (a

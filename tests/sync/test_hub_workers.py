@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hubtools import HubProcess, outcome
 from in_process import cli
+from lessonledger.commands.read_side import Reader
 from lessonledger.sync import RemoteLedger
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -68,7 +69,11 @@ def started(tmp_path: Path, count: int) -> HubProcess:
     assert server.proc is not None
     with RemoteLedger(server.endpoint, timeout=30.0) as client:
         client.execute(outcome(0, 0))
-        client.recall(P, "run the tests")  # a worker is ready once one answered
+        # A worker is ready once one answered. Recording nothing: a recall that showed
+        # a lesson queues a `lesson.recalled` record in the worker, which its own thread
+        # commits later, so a test comparing the log or a usage clock read before it
+        # lands with one read after would see a write nobody in the test made.
+        client.recall(P, "run the tests", record=False)
     pid = server.proc.pid
     wait_for(lambda: len(workers(pid)) == count)
     return server
@@ -127,12 +132,19 @@ def test_answers_are_the_bytes_a_local_read_gives(tmp_path: Path) -> None:
                 client.execute(outcome(0, i))
             lesson = client.catalogue(everything=True)[0].lesson_id
 
+        def head() -> int:
+            with Reader(server.home) as reader:
+                return reader.head()
+
         def both(*verb: str) -> tuple[str, str]:
             # By main() in this process: the answers' bytes are under test, and the hub
             # and its workers are the processes.
+            before = head()
             remote = cli(*verb, "--to", server.endpoint)
             local = cli("--home", str(server.home), *verb)
             assert (remote.returncode, local.returncode) == (0, 0), remote.stderr + local.stderr
+            # Else the two read different logs, and a difference says nothing of the hub.
+            assert head() == before, f"the log moved while {verb} was asked twice"
             return remote.stdout, local.stdout
 
         for verb in (["log", "--json"], ["lessons", "show", str(lesson), "--json"],
