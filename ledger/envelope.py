@@ -23,6 +23,7 @@ __all__ = [
     "GENESIS",
     "LINK_BYTES",
     "MAX_BODY_BYTES",
+    "ROLE_ACTORS",
     "SALT_BYTES",
     "Digest",
     "Envelope",
@@ -46,6 +47,11 @@ MAX_BODY_BYTES = 1 << 20
 SALT_BYTES = 16
 LINK_BYTES = 32
 GENESIS = Digest(bytes(32))
+#: Actors the ledger stamps by role, not by a person's name: an agent's commands by
+#: default, the policies' decisions, the ledger's own bookkeeping. Nearly every event
+#: has one, so the audit index lists no event under them as actor: erasing a principal
+#: so named takes what it is the principal of, not everything the ledger wrote.
+ROLE_ACTORS = frozenset({"agent", "policy", "ledger"})
 #: LMDB refuses keys over 511 bytes; a stream key is 1 tag + 2 length + id + 8 version.
 MAX_STREAM_ID_BYTES = 400
 

@@ -39,6 +39,7 @@ from typing import ClassVar
 from uuid import UUID
 
 import msgspec
+from lessonledger.ledger.envelope import ROLE_ACTORS
 from lessonledger.ledger.events import (
     ACCESS_GRANTED,
     CITES_AN_OUTCOME,
@@ -223,7 +224,10 @@ class AuditIndex:
             self._add("session", envelope.session, position)
         # Everyone the record names, each once: its principal, who wrote it, and the
         # people its body names.
-        people = {envelope.principal, envelope.actor}
+        # A role actor (agent, policy, ledger) stamps nearly every event: indexing under
+        # it would grow the index by a position per event, and erasing a principal so
+        # named would take everything agents wrote.
+        people = {envelope.principal} | ({envelope.actor} - ROLE_ACTORS)
         try:
             self._body(record, event, people)
         finally:
