@@ -76,9 +76,6 @@ class _Command(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
     #: scripted agent or a test replay a month in a second.
     occurred_at: datetime | None = None
 
-    def __post_init__(self) -> None:
-        _refuse_blank(self)
-
 
 #: Fields that name someone or something (or say why): empty means none where allowed,
 #: but spaces alone name nobody, and an erasure or export of "  " could not tell them
@@ -90,7 +87,8 @@ def _refuse_blank(command: _Command) -> None:
     for name in _NAMING:
         value = getattr(command, name, None)
         if isinstance(value, str) and value and not value.strip():
-            msg = f"{name} {value!r} is only spaces: write it out, or leave the field out"
+            msg = (f"invalid {type(command).__name__}: {name} {value!r} is only spaces: "
+                   "write it out, or leave the field out")
             raise InvalidCommandError(msg, f"$.{name}")
 
 
@@ -129,7 +127,6 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     vector: Annotated[list[VectorValue], Meta(max_length=4096)] = []
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         # Runs in a hand-built command too, whose fields nothing has checked yet: an
         # unknown kind is left to checked_command. InvalidCommandError is a ValueError,
         # so decoding reports it as a msgspec.ValidationError, as any bad field.
@@ -260,6 +257,7 @@ def checked_command(command: C) -> C:
     except msgspec.ValidationError as e:
         raise _invalid(kind.__name__, e) from e
     _refuse_surrogates(kind.__name__, builtins)
+    _refuse_blank(checked)
     return checked
 
 

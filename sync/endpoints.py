@@ -21,8 +21,9 @@ from lessonledger.ledger.errors import LedgerConfigError
 
 __all__ = ["TcpEndpoint", "check_bind", "check_hub_address", "is_loopback", "parse_tcp"]
 
-#: A DNS name: labels of letters, digits and inner hyphens, dot-separated.
-_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+#: A host name: dot-separated labels of letters, digits, inner hyphens and underscores
+#: (container and interface names have them, though DNS names do not).
+_NAME = re.compile(r"(?!-)[\w-]{1,63}(?<!-)(?:\.(?!-)[\w-]{1,63}(?<!-))*\.?", re.ASCII)
 _TCP = re.compile(r"tcp://(\[[^\[\]]*\]|[^:/\[\]]*):([^:]*)")
 
 
