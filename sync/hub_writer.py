@@ -56,7 +56,7 @@ from lessonledger.sync.authority import (
 )
 from lessonledger.sync.hub_lock import hold
 from lessonledger.sync.orphans import die_with_parent
-from lessonledger.sync.protocol import SyncReplyFrame
+from lessonledger.sync.protocol import encode_reply_frame
 from lessonledger.sync.service import SyncService
 
 __all__ = ["GRANTS_EVERY", "Report", "Work", "main"]
@@ -419,7 +419,7 @@ class Writer:
             with ledger.guarded(lambda: _unchanged(ledger, access)):
                 frames = self.sync.handle(_item(work.kind, work.items[0]), peer,
                                           access.grant, None if access.key else access)
-            return [_reply(SyncReplyFrame(frame), work.request) for frame in frames]
+            return [encode_reply_frame(frame, work.request) for frame in frames]
         except LessonLedgerError as e:
             refused.append(type(e).__name__)
             log.info("refused sync from client %s: %s", work.identity.hex(), type(e).__name__)

@@ -53,6 +53,7 @@ __all__ = [
     "decode_reply",
     "decode_request",
     "encode",
+    "encode_reply_frame",
 ]
 
 #: Segments one :class:`FetchMany` may span (so many reply frames, at most).
@@ -222,6 +223,29 @@ class SyncReplyFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 # The hub's envelope (version, size and kind checks) carries sync's frames too.
 wire.register_kind("sync", SyncFrame)
 wire.register_kind("sync.reply", SyncReplyFrame)
+
+#: An empty ``bin 8``: how an empty reply frame's bytes end.
+_EMPTY_BIN = b"\xc4\x00"
+
+
+def encode_reply_frame(frame: bytes, request_id: int) -> bytes:
+    """``wire.encode_frame(SyncReplyFrame(frame), request_id)``, with one copy of ``frame``.
+
+    The hub wraps every chunk a clone moves: encoded as a struct inside a frame, each
+    chunk's bytes would be copied twice. The bytes are the same: the frame's body is its
+    last field and the reply's only field is the chunk, so the wrapping is the encoding
+    of an empty reply, less its empty ``bin``, then the ``bin`` header msgpack gives
+    ``frame`` (its shortest) and ``frame`` itself.
+    """
+    head = wire.encode_frame(SyncReplyFrame(b""), request_id)
+    size = len(frame)
+    if size < 1 << 8:
+        header = b"\xc4" + size.to_bytes(1, "big")
+    elif size < 1 << 16:
+        header = b"\xc5" + size.to_bytes(2, "big")
+    else:
+        header = b"\xc6" + size.to_bytes(4, "big")
+    return b"".join((head[:-len(_EMPTY_BIN)], header, frame))
 
 _encoder = msgspec.msgpack.Encoder()
 _requests = msgspec.msgpack.Decoder(Request)

@@ -34,6 +34,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from hashlib import sha256
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import NamedTuple
 
@@ -195,6 +196,9 @@ def _reply(frame: bytes, kind: type[Reply]) -> Reply:
 _ERASED_TYPE = msgspec.msgpack.encode(ERASED)
 #: How a canonical envelope's last field, the 32-byte commitment, begins (``bin 8``, 32).
 _COMMITMENT = b"\xc4\x20"
+_COMMITMENT_MARK = itemgetter(slice(-34, -32))
+_COMMITMENT_OF = itemgetter(slice(-32, None))
+_DIGEST = methodcaller("digest")
 
 #: Verified chunks are committed together once they hold this many bytes (and when the
 #: pull reaches the hub's head): one transaction and one fold for many segments, instead
@@ -210,6 +214,8 @@ class _Queued(NamedTuple):
     """
 
     start: int
+    records: int
+    #: The records as the log's rows; none for a pack, which holds them.
     rows: list[tuple[bytes, bytes | None]]
     withheld: list[int]
     checked: bool
@@ -397,29 +403,31 @@ class _Puller:
                     f"positions {first}-{last} hash otherwise"))
         if closes:
             hasher = SegmentHasher()
-        empty = chunk.bodies.count(b"")
-        rows: list[tuple[bytes, bytes | None]] = list(zip(
-            envelopes, [body or None for body in chunk.bodies] if empty else chunk.bodies,
-            strict=True))
+        bodies = chunk.bodies
+        empty = bodies.count(b"")
+        # A body is b"" where none came: looked at in place, the rows are made below only
+        # for a chunk that is not packed.
         refused = [p for p in self.tombstones.intersection(range(chunk.start, last + 1))
-                   if rows[p - chunk.start][1] is not None]
+                   if bodies[p - chunk.start]]
         if refused:
             raise TamperedObjectError(kind="body", address=b"", detail=(
                 f"the body at position {refused[0]} was erased; it is not accepted back"))
         sent_anyway = [p for p in chunk.withheld + chunk.erased
-                       if not chunk.start <= p <= last or rows[p - chunk.start][1] is not None]
+                       if not chunk.start <= p <= last or bodies[p - chunk.start]]
         if sent_anyway:
             msg = (f"the hub sent a chunk at {chunk.start} naming position {sent_anyway[0]} "
                    "withheld or erased, which is not a position of it without a body")
             raise ProtocolError(msg)
         if empty:
             self.missing.update({p for p in range(chunk.start, last + 1)
-                                 if rows[p - chunk.start][1] is None}
+                                 if not bodies[p - chunk.start]}
                                 - set(chunk.withheld) - set(chunk.erased))
         pack = self._packed(chunk, envelopes, checked and not empty)
-        self.queued.append(_Queued(chunk.start, rows, chunk.withheld, checked,
+        rows: list[tuple[bytes, bytes | None]] = [] if pack is not None else list(zip(
+            envelopes, [body or None for body in bodies] if empty else bodies, strict=True))
+        self.queued.append(_Queued(chunk.start, count, rows, chunk.withheld, checked,
                                    count - empty, chunk.erased, pack))
-        self.queued_bytes += len(chunk.run) + sum(map(len, chunk.bodies))
+        self.queued_bytes += len(chunk.run) + sum(map(len, bodies))
         self.head, self.hasher = last, hasher
         if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
             self.flush()
@@ -438,19 +446,24 @@ class _Puller:
         assert self.refs is not None
         if self.packing and not (whole and _ERASED_TYPE not in chunk.run
                                  and not chunk.withheld and not chunk.erased
-                                 and all(e[-34:-32] == _COMMITMENT for e in envelopes)):
+                                 and set(map(_COMMITMENT_MARK, envelopes)) == {_COMMITMENT}):
             # From here on in rows: what was packed is laid out first, behind it.
             self.flush()
             unpack(self.home)
             self.packing = False
         if not self.packing:
             return None
+        # Every body hashed and compared in C (map, then one list comparison): this and
+        # the chain below are a clone's work per event, and a Python loop doubled it.
+        commitments = list(map(_COMMITMENT_OF, envelopes))
+        if list(map(_DIGEST, map(sha256, chunk.bodies))) != commitments:
+            for position, (commitment, body) in enumerate(zip(commitments, chunk.bodies,
+                                                              strict=True), chunk.start):
+                if sha256(body).digest() != commitment:
+                    raise TamperedObjectError(kind="body", address=commitment, detail=(
+                        f"the body at position {position} hashes otherwise"))
         link = self.packed_link
-        for position, (envelope, body) in enumerate(zip(envelopes, chunk.bodies,
-                                                        strict=True), chunk.start):
-            if sha256(body).digest() != envelope[-32:]:
-                raise TamperedObjectError(kind="body", address=envelope[-32:], detail=(
-                    f"the body at position {position} hashes otherwise"))
+        for envelope in envelopes:
             link = sha256(link + envelope).digest()
         last = chunk.start + len(envelopes) - 1
         if last == self.refs.head and link != self.refs.link:
@@ -490,7 +503,7 @@ class _Puller:
                     assert queued.pack is not None
                     put_pack(packing, tree, queued.start, queued.pack)
             self.packed = True
-            self.result.fetched += sum(len(queued.rows) for queued in batch)
+            self.result.fetched += sum(queued.records for queued in batch)
             self.result.bodies += sum(queued.bodies for queued in batch)
             return
         with self.log.writing() as writing:
@@ -502,7 +515,7 @@ class _Puller:
                 except ReplayMismatchError as e:
                     raise _Misfit(done, self._tampered(
                         e, queued.rows[e.position - queued.start])) from None
-                last = queued.start + len(queued.rows) - 1
+                last = queued.start + queued.records - 1
                 if last == self.refs.head and writing.link != self.refs.link:
                     raise _Misfit(done, TamperedObjectError(
                         kind="chain", address=self.refs.link,

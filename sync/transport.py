@@ -126,7 +126,8 @@ class ZmqExchange:
                    f"{self.timeout_ms / 1000:g} s; check it is serving (`lessonledger "
                    "serve`), then retry")
             raise UnreachableError(msg)
-        data = self.socket.recv()
+        # Without a copy: the chunk's bytes are copied out once, as the reply decodes.
+        data = self.socket.recv(copy=False).buffer
         self.received += len(data)
         try:
             frame = wire.decode_frame(data, limit=MAX_FRAME_BYTES)

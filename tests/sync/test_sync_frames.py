@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lessonledger.commands import open_ledger
 from lessonledger.ledger.objects import SEGMENT_SIZE, segment_of
+from lessonledger.sync import wire
 from lessonledger.sync.errors import ProtocolError
 from lessonledger.sync.protocol import (
     MAX_FRAME_BYTES,
@@ -29,9 +30,11 @@ from lessonledger.sync.protocol import (
     Refs,
     Refused,
     SegmentIds,
+    SyncReplyFrame,
     decode_reply,
     decode_request,
     encode,
+    encode_reply_frame,
 )
 from lessonledger.sync.service import SyncService
 from sync_workload import fill
@@ -168,3 +171,15 @@ def test_past_the_body_budget_a_multi_segment_fetch_holds_a_record_a_segment(
     # The budget is the request's: the later segments get what is left, at least a record.
     assert all(1 <= len(s) < len(sizes[0]) for s in sizes[1:])
     assert sum(map(sum, sizes)) <= 20_000 + max(map(max, sizes)) * (len(sizes) - 1)
+
+
+@given(st.one_of(st.integers(0, 300), st.sampled_from([255, 256, 65_535, 65_536, 200_000])),
+       st.binary(min_size=1, max_size=8), st.integers(0, 2**63 - 1))
+def test_a_reply_wrapped_with_one_copy_is_the_frame_encode_frame_makes(
+        size: int, pattern: bytes, request: int) -> None:
+    frame = (pattern * (size // len(pattern) + 1))[:size]
+    wrapped = encode_reply_frame(frame, request)
+    assert wrapped == wire.encode_frame(SyncReplyFrame(frame), request)
+    decoded = wire.decode_frame(wrapped)
+    assert decoded.id == request
+    assert wire.decode_body(decoded, SyncReplyFrame).frame == frame

@@ -13,12 +13,15 @@ from lessonledger.commands import open_ledger
 from lessonledger.ledger.events import AnyEvent, SnapshotTaken
 from lessonledger.ledger.objects import (
     SEGMENT_SIZE,
+    SegmentHasher,
     Snapshot,
     decode_snapshot,
     encode_snapshot,
+    join_envelopes,
     merkle_root,
     segment_id,
     snapshot_id,
+    split_envelopes,
 )
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.views import object_view
@@ -107,3 +110,26 @@ def test_checkout_materialises_the_log_as_it_stood(tmp_path: Path) -> None:
         assert restored.head() >= snap.snapshot.last
     with open_ledger(tmp_path / "h", sync=False) as ledger:
         assert ledger.head() > snap.position + 60  # the later history is still there
+
+
+@given(st.lists(st.binary(max_size=300), max_size=40))
+def test_a_run_splits_into_the_envelopes_it_joined_and_hashes_as_their_segment(
+        envelopes: list[bytes]) -> None:
+    run = join_envelopes(envelopes)
+    assert split_envelopes(run) == envelopes
+    assert join_envelopes(iter(envelopes)) == run
+    hasher = SegmentHasher()
+    hasher.add_run(run, len(envelopes))
+    assert hasher.digest() == segment_id(envelopes)
+
+
+@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=20), st.data())
+def test_a_run_cut_anywhere_but_between_envelopes_is_refused(
+        envelopes: list[bytes], data: st.DataObject) -> None:
+    run = join_envelopes(envelopes)
+    ends = {0}
+    for envelope in envelopes:
+        ends.add(max(ends) + 4 + len(envelope))
+    cut = data.draw(st.integers(0, len(run) - 1).filter(lambda at: at not in ends))
+    with pytest.raises(ValueError, match="cut short"):
+        split_envelopes(run[:cut])
