@@ -142,9 +142,9 @@ class SyncService:
             elif isinstance(request, SegmentIds):
                 reply = Ids(request.start, self._segment_ids(request.upto)[request.start:])
             elif isinstance(request, Fetch):
-                reply = self._fetch(request, peer, grant)
+                reply = self._fetch(request, peer, grant, access)
             elif isinstance(request, FetchMany):
-                chunks = self._fetch_many(request, peer, grant)
+                chunks = self._fetch_many(request, peer, grant, access)
                 if not isinstance(chunks, Refused):
                     return [encode(chunk) for chunk in chunks]
                 reply = chunks
@@ -191,7 +191,8 @@ class SyncService:
             ids.append(segment_id(stored))
         return ids
 
-    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None) -> Reply:
+    def _fetch(self, fetch: Fetch, peer: str, grant: Grant | None,
+               access: Access | None = None) -> Reply:
         view = self._objects()
         if fetch.stop > view.position or fetch.stop < fetch.start \
                 or segment_of(fetch.start) != segment_of(fetch.stop):
@@ -199,11 +200,12 @@ class SyncService:
                 f"positions {fetch.start}-{fetch.stop} are not within one segment of the "
                 f"hub's log (head {view.position})"))
         return self._chunk(fetch.start, fetch.stop, view, peer, grant, BODY_BUDGET,
-                           excused(self.ledger.log.home))
+                           excused(self.ledger.log.home), access)
 
     def _chunk(self, start: int, stop: int, view: ObjectView, peer: str,
                grant: Grant | None, budget: int,
-               hub_excused: tuple[frozenset[int], frozenset[int]]) -> Chunk:
+               hub_excused: tuple[frozenset[int], frozenset[int]],
+               access: Access | None = None) -> Chunk:
         """Positions ``start`` to ``stop`` of one segment, bodies up to ``budget``.
 
         A hub that is a checkout (or a partial replica's) lacks bodies no record of its
@@ -212,7 +214,12 @@ class SyncService:
         """
         stored, kept = self.ledger.log.stored(start, stop)
         hub_withheld, hub_erased = hub_excused
-        everything = self.may_read is _everything and grant is None
+        # The peer as the body checks see it: its grant's key decides whose grants it
+        # gets; a keyless hub's peer without admin gets no grant's body.
+        reader = (Access(principal=grant.principal, grant=grant, key=grant.public_key)
+                  if grant is not None else
+                  access if access is not None and not access.admin else None)
+        everything = self.may_read is _everything and reader is None
         if everything and None not in kept:
             every = cast(list[bytes], kept)
             if sum(map(len, every)) <= budget and not view.tombstoned_within(start, stop):
@@ -222,9 +229,6 @@ class SyncService:
         withheld: list[int] = []
         erased: list[int] = []
         tombstoned = view.is_tombstoned
-        # The peer as the body checks see it: its grant's key decides whose grants it gets.
-        reader = None if grant is None else Access(principal=grant.principal, grant=grant,
-                                                   key=grant.public_key)
         for position, (envelope_bytes, body) in enumerate(zip(stored, kept, strict=True),
                                                           start):
             sent = b""
@@ -252,8 +256,8 @@ class SyncService:
         envelopes = stored[:len(bodies)]
         return Chunk(start, join_envelopes(envelopes), bodies, withheld, erased)
 
-    def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None
-                    ) -> list[Chunk] | Refused:
+    def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None,
+                    access: Access | None = None) -> list[Chunk] | Refused:
         """One chunk per segment of the range, each as a :class:`Fetch` of it is answered.
 
         Past :data:`BODY_BUDGET` for them all, each further chunk holds one record (its
@@ -273,7 +277,8 @@ class SyncService:
         hub_excused = excused(self.ledger.log.home)
         while start <= fetch.stop:
             stop = min((segment_of(start) + 1) * SEGMENT_SIZE, fetch.stop)
-            reply = self._chunk(start, stop, view, peer, grant, max(budget, 0), hub_excused)
+            reply = self._chunk(start, stop, view, peer, grant, max(budget, 0), hub_excused,
+                                access)
             budget -= sum(map(len, reply.bodies))
             chunks.append(reply)
             start = stop + 1

@@ -219,3 +219,27 @@ def test_a_keyless_hub_without_admin_refuses_a_raw_delta_decision(tmp_path: Path
                                     "delta_id": str(staged)})
         assert refused.needed == "admin"
         assert [r.status for r in client.skills.deltas("triage")] == ["staged"]
+
+
+def test_a_clone_from_a_keyless_hub_without_admin_holds_no_grant_body(
+        tmp_path: Path) -> None:
+    """``serve --no-admin``: its connections are no admins, so no key's grant reaches them."""
+    home, keys = tmp_path / "home", tmp_path / "keys"
+    env = {**os.environ, "LESSONLEDGER_SYNC": "os", "LESSONLEDGER_KEYS": str(keys)}
+    with Ledger(home) as ledger:
+        _lesson(ledger, P, "ada")
+    run(env, "keys", "new", "ada")
+    run(env, "--home", str(home), "access", "grant", "ada", "--principal", "ada",
+        "--read", P)
+    replica = tmp_path / "replica"
+    with hub(home, tmp_path / "hub.log", "--no-admin", "--query-workers", "1") as server:
+        run(env, "clone", server.endpoint, str(replica), "--json")
+    records = [(msgspec.msgpack.decode(envelope, type=Envelope), body)
+               for _, envelope, body, _ in raw(replica)]
+    grants = [body for envelope, body in records if envelope.type in NAMES_A_KEY]
+    assert len(grants) == 1
+    assert grants == [None]  # the envelope travels, so the chain verifies; the body not
+    assert all(body is not None for envelope, body in records
+               if envelope.type == LESSON_PROPOSED)
+    verified = run(env, "--home", str(replica), "verify", "--json")
+    assert '"ok": true' in verified.stdout.replace('"ok":true', '"ok": true')
