@@ -68,16 +68,21 @@ def _corpus(ledger: Ledger, rng: random.Random) -> None:
         ids = [ledger.skills.propose(skill, tier=1, kind="tool_hint", payload=tool,
                                      provenance="extractor", scope=rng.choice(_SCOPES))
                .ids["delta_id"] for tool in rng.sample(_TOOLS, 6)]
-        for _ in range(13):
+        # A consolidation supersedes deltas of its own scope only: the first three prose
+        # deltas share the scope it is proposed in.
+        consolidated = rng.choice(_SCOPES)
+        for i in range(13):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(6, 60)))
             ids.append(ledger.skills.propose(
                 skill, tier=3, kind=rng.choice(["preference", "example", "caveat"]),
                 anchor=rng.choice(_SECTIONS), payload=text.capitalize() + ".",
-                provenance="user_instruction", scope=rng.choice(_SCOPES)).ids["delta_id"])
+                provenance="user_instruction",
+                scope=consolidated if i < 3 else rng.choice(_SCOPES)).ids["delta_id"])
         ledger.skills.approve(ids)
         merged = ledger.skills.propose(skill, tier=3, kind="preference", anchor="replies",
                                        payload="One consolidated preference.",
-                                       provenance="user_instruction", supersedes=ids[6:9])
+                                       provenance="user_instruction", scope=consolidated,
+                                       supersedes=ids[6:9])
         ledger.skills.approve([merged.ids["delta_id"]])
 
 
