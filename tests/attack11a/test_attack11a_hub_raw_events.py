@@ -19,7 +19,7 @@ import _sync_path  # noqa: F401  (first: hubtools lives in tests/sync)
 import msgspec
 import pytest
 from hubtools import HubProcess, Keys, curve_hub, hub
-from lessonledger.commands import Ledger, Operation
+from lessonledger.commands import Ledger
 from lessonledger.commands.errors import AccessRefusedError
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
@@ -40,6 +40,7 @@ from lessonledger.ledger.events import (
 from lessonledger.sync import RemoteLedger
 from lessonledger.sync.keys import load_public
 from test_sync_access import raw, run
+from test_sync_attack2 import _lesson as lesson_row
 
 P, Q = "a" * 32, "b" * 32
 SKILL = "# Triage\n\n## Replies\n\nAnswer briefly.\n"
@@ -52,16 +53,7 @@ Setup = tuple[HubProcess, Keys, dict[str, UUID]]
 
 
 def _lesson(ledger: Ledger, project: str, tag: str) -> UUID:
-    outcome = ledger.observe_outcome(
-        key=f"{tag}-o", principal="pat", project=project, passed=True, operations=[
-            Operation(op=f"{tag}-old", target="prod", ok=False, error="refused", order=0),
-            Operation(op=f"{tag}-new", target="prod", ok=True, order=1)])
-    ledger.propose_lesson(
-        key=f"{tag}-l", principal="pat", project=project, kind="prefer",
-        text=f"deploy with {tag}-new", avoid_op=f"{tag}-old", prefer_op=f"{tag}-new",
-        target="prod", source="user", evidence=[outcome.ids["outcome_id"]])
-    return next(row.lesson_id for row in ledger.catalogue(project, everything=True)
-                if row.prefer_op == f"{tag}-new" and row.status != "superseded")
+    return lesson_row(ledger, project, tag).lesson_id
 
 
 @pytest.fixture(scope="module")
