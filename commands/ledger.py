@@ -70,8 +70,8 @@ from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
 from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
-from lessonledger.commands.skill_submissions import CHECKED, check_submitted
 from lessonledger.commands.skills import Skills
+from lessonledger.commands.submissions import CHECKED, check_submitted
 from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.errors import LedgerStorageError, LessonLedgerError
 from lessonledger.ledger.events import AnyEvent, decode_event
@@ -440,8 +440,9 @@ class Ledger(CommandVerbs, ReadSide):
     def _submit(self, submission: Submission, writing: Writing) -> Receipt:
         """Append one raw submission (idempotent by its event id) and fold it.
 
-        A skill event is held to its command's rules first (:func:`check_submitted`);
-        a resubmission of one already written is not, as it appends nothing.
+        An event a command or policy decides is held to its rules first
+        (:func:`check_submitted`); a resubmission of one already written is not, as it
+        appends nothing.
         """
         if isinstance(submission.event, CHECKED) and (
                 writing.position_of(submission.event_id.bytes) is None):

@@ -17,7 +17,14 @@ from uuid import UUID
 import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
-from lessonledger.ledger.events import LEDGER_ONLY, AnyEvent, Fingerprint, encode_event, tag_of
+from lessonledger.ledger.events import (
+    LEDGER_ONLY,
+    AnyEvent,
+    Fingerprint,
+    LessonProposed,
+    encode_event,
+    tag_of,
+)
 from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
@@ -101,6 +108,11 @@ def parse_submission(data: bytes | str) -> Submission:
              or credential_field(event, skip=event.public_keys, path="$.event"))
     if found is not None:
         raise CredentialEventError(found[1], found[0])
+    if isinstance(event, LessonProposed) and not event.text.strip():
+        # The catalogue cannot say it (stored lessons must still decode); a command's
+        # LessonText refuses it, and so must the raw door (attack12).
+        msg = "invalid event: a lesson's text is only spaces; write what the lesson says"
+        raise InvalidEventError(msg, "$.event.text")
     kind = tag_of(type(submission.event))
     if kind in LEDGER_ONLY:
         msg = (f"invalid event: {kind} is written only by the ledger itself, as the result "

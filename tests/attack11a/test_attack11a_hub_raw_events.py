@@ -19,8 +19,8 @@ import _sync_path  # noqa: F401  (first: hubtools lives in tests/sync)
 import msgspec
 import pytest
 from hubtools import HubProcess, Keys, curve_hub, hub
-from lessonledger.commands import Ledger
-from lessonledger.commands.errors import AccessRefusedError
+from lessonledger.commands import Ledger, Operation
+from lessonledger.commands.errors import AccessRefusedError, EvidenceError
 from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import (
     ACCESS_GRANTED,
@@ -68,6 +68,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             ).ids["delta_id"]
         made["mine"] = _lesson(ledger, P, "alice")
         made["theirs"] = _lesson(ledger, Q, "bob")
+        made["their_outcome"] = ledger.observe_outcome(
+            key="bob-seen", principal="bob", project=Q, passed=True, operations=[
+                Operation(op="make", target="build", ok=False, error="no rule", order=0),
+                Operation(op="ninja", target="build", ok=True, order=1)],
+        ).ids["outcome_id"]
 
     with curve_hub(tmp_path_factory.mktemp("attack11a"), GRANTS, admin="ops",
                    prepare=prepare) as (server, keys):
@@ -156,9 +161,24 @@ def test_the_same_fields_naming_her_own_lessons_are_still_written(setup: Setup) 
     with keys.client(server, "alice") as alice:
         receipt = alice.submit(_raw({
             "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
-            "kind": "prefer", "target": "build", "scope": P, "source": "user",
+            "kind": "prefer", "avoid_op": "make", "prefer_op": "ninja", "target": "build",
+            "scope": P, "source": "user", "confidence": 0.3,
             "supersedes": str(made["mine"])}))
         assert len(receipt.positions) >= 1
+
+
+def test_a_write_to_p_cannot_cite_an_outcome_of_q_as_evidence(setup: Setup) -> None:
+    """attack12: a proposal in P citing Q's outcome was taken, and later made global."""
+    server, keys, made = setup
+    with keys.client(server, "alice") as alice:
+        head = alice.head()
+        with pytest.raises(EvidenceError, match=f"was observed in project {Q}"):
+            alice.submit(_raw({
+                "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
+                "kind": "prefer", "avoid_op": "make", "prefer_op": "ninja",
+                "target": "build", "scope": P, "source": "extractor", "confidence": 0.4,
+                "evidence": [str(made["their_outcome"])]}))
+        assert alice.head() == head
 
 
 def _grant_bodies(records: list[Any]) -> dict[int, bytes | None]:
