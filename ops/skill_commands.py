@@ -108,6 +108,9 @@ def _budget(text: str) -> int:
 #: The largest skill file read (4 MB): a body holds at most 1,000,000 characters
 #: (``RegisterSkill.body``), which is at most 4 bytes each in UTF-8.
 MAX_SKILL_FILE_BYTES = 4_000_000
+#: Help for a verb's first positional: which is the name and which the file, since a
+#: missing one is reported by its place (one argument given is taken as the name).
+_NAME_HELP = "the name the skill was registered under (`skill register NAME PATH`)"
 
 
 def _read(path: Path) -> str:
@@ -343,7 +346,7 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     reg.add_argument("--key", help="idempotency key")
     reg.set_defaults(run=_cmd_register)
     res = verbs.add_parser("resolve", help="the effective skill: base plus active deltas")
-    res.add_argument("name")
+    res.add_argument("name", help=_NAME_HELP)
     res.add_argument("path", type=Path, help="the registered skill file")
     res.add_argument("--off", action="store_true", help="learning off: the base exactly")
     res.add_argument("--session", help="record the resolution for this agent session")
@@ -356,7 +359,7 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
                      "it can earn its track record (repeat)")
     res.set_defaults(run=_cmd_resolve)
     diff = verbs.add_parser("diff", help="the effective skill with and without a delta")
-    diff.add_argument("name")
+    diff.add_argument("name", help=_NAME_HELP)
     diff.add_argument("path", type=Path, help="the registered skill file")
     diff.add_argument("delta", help="a delta id or unique prefix")
     diff.set_defaults(run=_cmd_diff)
