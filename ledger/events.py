@@ -251,6 +251,9 @@ class LessonConfirmed(_Event, frozen=True, kw_only=True, tag="lesson.confirmed")
     names_a_lesson: ClassVar[bool] = True
     cites_an_outcome: ClassVar[bool] = True
     triggers_policies: ClassVar[bool] = True
+    #: Decided by the ledger's policies (or a command), never taken raw: a raw one
+    #: would be the sender's verdict on an outcome (attack12, attack13).
+    ledger_only: ClassVar[bool] = True
 
     lesson_id: UUID
     outcome_id: UUID
@@ -267,6 +270,7 @@ class LessonContradicted(_Event, frozen=True, kw_only=True, tag="lesson.contradi
 
     names_a_lesson: ClassVar[bool] = True
     cites_an_outcome: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     lesson_id: UUID
     outcome_id: UUID
@@ -278,6 +282,7 @@ class LessonPromoted(_Event, frozen=True, kw_only=True, tag="lesson.promoted"):
     """The lesson's scope moves to global: a second distinct project confirmed it."""
 
     names_a_lesson: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     lesson_id: UUID
     projects: Annotated[list[Scope], Meta(min_length=2, max_length=64)]
@@ -289,6 +294,7 @@ class LessonDemoted(_Event, frozen=True, kw_only=True, tag="lesson.demoted"):
 
     names_a_lesson: ClassVar[bool] = True
     cites_an_outcome: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     lesson_id: UUID
     to_scope: Scope
@@ -299,6 +305,7 @@ class LessonSuperseded(_Event, frozen=True, kw_only=True, tag="lesson.superseded
     """The lesson leaves the active set: replaced, decayed, capped, expired, refuted, retired."""
 
     names_a_lesson: ClassVar[bool] = True
+    ledger_only: ClassVar[bool] = True
 
     lesson_id: UUID
     reason: SupersedeReason

@@ -29,7 +29,8 @@ from lessonledger.ledger.log import NewEvent
 from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
 
-__all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission", "to_new_event"]
+__all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission",
+           "refuse_ledger_only", "to_new_event"]
 
 #: Largest submission accepted as bytes: one maximal body plus room for the envelope.
 MAX_SUBMISSION_BYTES = MAX_BODY_BYTES + (64 << 10)
@@ -113,13 +114,23 @@ def parse_submission(data: bytes | str) -> Submission:
         # LessonText refuses it, and so must the raw door (attack12).
         msg = "invalid event: a lesson's text is only spaces; write what the lesson says"
         raise InvalidEventError(msg, "$.event.text")
-    kind = tag_of(type(submission.event))
-    if kind in LEDGER_ONLY:
-        msg = (f"invalid event: {kind} is written only by the ledger itself, as the result "
-               "of its own command (for an erasure, run `lessonledger erase`; for a grant, "
-               "`lessonledger access grant`)")
-        raise InvalidEventError(msg, "$.event.type")
+    refuse_ledger_only(event)
     return submission
+
+
+def refuse_ledger_only(event: AnyEvent) -> None:
+    """Refuse an event only the ledger writes, as its own decision (``ledger_only``).
+
+    Raises:
+        InvalidEventError: it is one, with ``field`` ``$.event.type``.
+    """
+    kind = tag_of(type(event))
+    if kind in LEDGER_ONLY:
+        msg = (f"invalid event: {kind} is written only by the ledger itself, as its own "
+               "decision (its policies attribute outcomes to lessons; its commands edit, "
+               "retire, erase and grant): publish the outcome, or run the command (for "
+               "an erasure `lessonledger erase`, for a grant `lessonledger access grant`)")
+        raise InvalidEventError(msg, "$.event.type")
 
 
 def _check_fingerprint(event: AnyEvent) -> None:

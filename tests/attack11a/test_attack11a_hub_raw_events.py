@@ -22,6 +22,7 @@ from hubtools import HubProcess, Keys, curve_hub, hub
 from lessonledger.commands import Ledger, Operation
 from lessonledger.commands.errors import AccessRefusedError, EvidenceError
 from lessonledger.ledger.envelope import Envelope
+from lessonledger.ledger.errors import InvalidEventError
 from lessonledger.ledger.events import (
     ACCESS_GRANTED,
     LESSON_DEMOTED,
@@ -121,49 +122,66 @@ def test_a_writer_cannot_record_a_resolution_raw(setup: Setup) -> None:
     assert refused.needed == "admin"
 
 
-def test_a_write_to_p_cannot_merge_a_lesson_of_q(setup: Setup) -> None:
+def _refused_at_the_door(client: Any, event: dict[str, Any]) -> InvalidEventError:
+    head = client.head()
+    with pytest.raises(InvalidEventError) as refused:
+        client.submit(_raw(event))
+    assert client.head() == head
+    return refused.value
+
+
+@pytest.mark.parametrize("made_event", [
+    # attack11a: each named Q's lesson by another field than lesson_id; attack13: the
+    # same on her own lessons forged what only the ledger's policies and commands decide.
+    lambda m: {"type": LESSON_PROMOTED, "lesson_id": str(m["mine"]), "projects": [P, Q],
+               "merged": [str(m["theirs"])]},
+    lambda m: {"type": LESSON_PROMOTED, "lesson_id": str(m["mine"]), "projects": [P, Q]},
+    lambda m: {"type": LESSON_SUPERSEDED, "lesson_id": str(m["mine"]),
+               "reason": "replaced", "by": str(m["theirs"])},
+    lambda m: {"type": LESSON_DEMOTED, "lesson_id": str(m["mine"]), "to_scope": Q},
+], ids=["merge-theirs", "promote-mine", "supersede-by-theirs", "demote-into-q"])
+def test_a_writer_cannot_forge_what_the_ledger_decides(setup: Setup,
+                                                       made_event: Any) -> None:
     server, keys, made = setup
     with keys.client(server, "alice") as alice:
-        refused = _refused(alice, {"type": LESSON_PROMOTED, "lesson_id": str(made["mine"]),
-                                   "projects": [P, Q], "merged": [str(made["theirs"])]})
-    assert (refused.needed, refused.project) == ("write", Q)
+        refused = _refused_at_the_door(alice, made_event(made))
+    assert refused.field == "$.event.type"
 
 
-def test_a_write_to_p_cannot_supersede_by_a_lesson_of_q(setup: Setup) -> None:
+@pytest.mark.parametrize("lesson", ["theirs", "mine"])
+def test_a_raw_proposal_supersedes_no_lesson_of_q_nor_her_own(setup: Setup,
+                                                              lesson: str) -> None:
+    """Replacing a lesson is an edit (it supersedes the old one too): the command's.
+
+    Q's is refused by the grant first (write on Q), her own by the ledger.
+    """
     server, keys, made = setup
     with keys.client(server, "alice") as alice:
-        refused = _refused(alice, {"type": LESSON_SUPERSEDED, "lesson_id": str(made["mine"]),
-                                   "reason": "replaced", "by": str(made["theirs"])})
-    assert (refused.needed, refused.project) == ("write", Q)
+        head = alice.head()
+        with pytest.raises((InvalidEventError, AccessRefusedError)) as refused:
+            alice.submit(_raw({
+                "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
+                "kind": "prefer", "avoid_op": "make", "prefer_op": "ninja",
+                "target": "build", "scope": P, "source": "user", "confidence": 0.3,
+                "supersedes": str(made[lesson])}))
+        assert alice.head() == head
+    if lesson == "mine":
+        assert isinstance(refused.value, InvalidEventError)
+        assert refused.value.field == "$.event.supersedes"
+    else:
+        assert isinstance(refused.value, AccessRefusedError)
+        assert (refused.value.needed, refused.value.project) == ("write", Q)
 
 
-def test_a_proposal_in_p_cannot_name_a_lesson_of_q_as_superseded(setup: Setup) -> None:
-    server, keys, made = setup
-    with keys.client(server, "alice") as alice:
-        refused = _refused(alice, {
-            "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
-            "kind": "prefer", "target": "build", "scope": P, "source": "user",
-            "supersedes": str(made["theirs"])})
-    assert (refused.needed, refused.project) == ("write", Q)
-
-
-def test_a_demotion_cannot_move_a_lesson_into_a_project_not_written(setup: Setup) -> None:
-    server, keys, made = setup
-    with keys.client(server, "alice") as alice:
-        refused = _refused(alice, {"type": LESSON_DEMOTED, "lesson_id": str(made["mine"]),
-                                   "to_scope": Q})
-    assert (refused.needed, refused.project) == ("write", Q)
-
-
-def test_the_same_fields_naming_her_own_lessons_are_still_written(setup: Setup) -> None:
-    """The check is on whose lessons they are, not on the fields: her own pass."""
-    server, keys, made = setup
+def test_a_raw_proposal_as_its_command_decides_it_is_written(setup: Setup) -> None:
+    """What propose_lesson would write (a user's claim, no evidence: 0.3) passes."""
+    server, keys, _ = setup
     with keys.client(server, "alice") as alice:
         receipt = alice.submit(_raw({
             "type": LESSON_PROPOSED, "lesson_id": str(uuid4()), "text": "use ninja",
             "kind": "prefer", "avoid_op": "make", "prefer_op": "ninja", "target": "build",
-            "scope": P, "source": "user", "confidence": 0.3,
-            "supersedes": str(made["mine"])}))
+            "scope": P, "source": "user", "derivation": "hypothesis",
+            "longevity": "explicit", "confidence": 0.3}))
         assert len(receipt.positions) >= 1
 
 

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from lesson_agent import AVOID, P1, P2, PREFER, T0, TARGET, Agent, fail, ok
 from lessonledger.commands import Ledger, open_ledger
-from lessonledger.commands.errors import EvidenceError, UnknownLessonError
+from lessonledger.commands.errors import EvidenceError
 from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.errors import InvalidEventError, LessonLedgerError
 from lessonledger.ledger.events import (
@@ -86,14 +86,33 @@ def test_a_raw_proposal_cannot_cite_an_outcome_that_does_not_show_it(ledger: Led
     assert "does not show what the lesson claims" in said
 
 
-def test_a_raw_proposal_cannot_start_above_its_command_s_confidence(ledger: Ledger) -> None:
+def test_a_raw_proposal_holds_what_its_command_decides(ledger: Ledger) -> None:
     mine = _observed(Agent(ledger), P1)
     said = _refused(ledger, _proposal(P1, [mine], confidence=0.95, text="other words"),
                     InvalidEventError)
-    assert "starts at confidence 0.4" in said
-    said = _refused(ledger, _proposal(P1, [], source="model", confidence=0.4),
+    assert "its confidence would be 0.4, not 0.95" in said
+    # A model's lesson is a claim, whatever it cites: no evidence, a hypothesis, 0.3.
+    said = _refused(ledger, _proposal(P1, [mine], source="model", confidence=0.3),
                     InvalidEventError)
-    assert "starts at confidence 0.3" in said
+    assert "its derivation would be 'hypothesis'" in said
+    said = _refused(ledger, _proposal(P1, [], derivation="hypothesis", confidence=0.4),
+                    InvalidEventError)
+    assert "its confidence would be 0.3, not 0.4" in said
+
+
+def test_a_raw_proposal_cannot_take_a_lesson_s_id_supersede_or_be_the_loop_s(
+        ledger: Ledger) -> None:
+    mine = _observed(Agent(ledger), P1)
+    lesson = _lesson_of(ledger, P1)
+    said = _refused(ledger, _proposal(P1, [mine], lesson_id=lesson.lesson_id),
+                    InvalidEventError)
+    assert "is already in the ledger" in said
+    said = _refused(ledger, _proposal(P1, [mine], supersedes=lesson.lesson_id),
+                    InvalidEventError)
+    assert "edit_lesson" in said
+    said = _refused(ledger, _proposal(P1, [mine], source="loop", confidence=0.5),
+                    InvalidEventError)
+    assert "publish the outcome" in said
 
 
 def test_a_raw_proposal_the_command_would_take_is_taken(ledger: Ledger) -> None:
@@ -116,47 +135,30 @@ def test_a_raw_proposal_with_blank_text_is_refused_at_the_door(ledger: Ledger) -
     _refused(ledger, _proposal(P1, [], text="   ", confidence=0.3), LessonLedgerError)
 
 
-def test_a_raw_confirmation_needs_an_outcome_of_the_lesson_s_project(ledger: Ledger) -> None:
+@pytest.mark.parametrize("kind", [LessonConfirmed, LessonContradicted])
+def test_a_raw_attribution_is_refused_as_the_ledger_s_own(ledger: Ledger,
+                                                          kind: type[Any]) -> None:
+    """Only the ledger's policies attribute an outcome to a lesson (attack12: a raw
+    confirmation by another project's outcome raised a lesson from 0.3 to 0.45)."""
     agent = Agent(ledger)
-    _observed(agent, P1)  # the loop learns the lesson in P1
+    outcome = _observed(agent, P1)  # it shows the lesson the loop learns from it
     lesson = _lesson_of(ledger, P1)
-    # It shows the lesson (what it avoids failed), but teaches P2 nothing that would
-    # promote the lesson to global.
-    theirs = agent.outcome(P2, "s", [fail()])
     before = ledger.view.lessons[lesson.lesson_id].confidence
-    # Named as P2's, the lesson does not apply there; named as P1's, the outcome is not.
-    said = _refused(ledger, LessonConfirmed(lesson_id=lesson.lesson_id, outcome_id=theirs,
-                                            project=P2), EvidenceError)
-    assert "does not apply" in said
-    said = _refused(ledger, LessonConfirmed(lesson_id=lesson.lesson_id, outcome_id=theirs,
-                                            project=P1), EvidenceError)
-    assert f"was observed in project {P2}" in said
-    _refused(ledger, LessonConfirmed(lesson_id=lesson.lesson_id, outcome_id=uuid4(),
-                                     project=P1), EvidenceError)
-    _refused(ledger, LessonConfirmed(lesson_id=uuid4(), outcome_id=theirs, project=P2),
-             UnknownLessonError)
+    said = _refused(ledger, kind(lesson_id=lesson.lesson_id, outcome_id=outcome,
+                                 project=P1), InvalidEventError)
+    assert "written only by the ledger itself" in said
     assert ledger.view.lessons[lesson.lesson_id].confidence == before
-
-
-def test_a_raw_confirmation_must_be_what_the_outcome_shows(ledger: Ledger) -> None:
-    agent = Agent(ledger)
-    _observed(agent, P1)
-    lesson = _lesson_of(ledger, P1)
-    shows = agent.outcome(P1, "t", [ok()])  # only the preferred form, which worked
-    _refused(ledger, LessonContradicted(lesson_id=lesson.lesson_id, outcome_id=shows,
-                                        project=P1), EvidenceError)
-    unrelated = agent.outcome(P1, "u", [ok("make:all", "build")])
-    _refused(ledger, LessonConfirmed(lesson_id=lesson.lesson_id, outcome_id=unrelated,
-                                     project=P1), EvidenceError)
-    confirmed = _submit(ledger, LessonConfirmed(lesson_id=lesson.lesson_id,
-                                                outcome_id=shows, project=P1))
-    assert isinstance(confirmed, Receipt)
 
 
 def test_a_raw_outcome_cannot_take_another_project_s_outcome_id(ledger: Ledger) -> None:
     theirs = _observed(Agent(ledger), P2)
     said = _refused(ledger, OutcomeObserved(outcome_id=theirs, project=P1, passed=True,
                                             signal="tool", operations=[fail(), ok()]),
-                    EvidenceError)
+                    InvalidEventError)
     assert "needs an id of its own" in said
     assert ledger.view.outcomes[theirs].project == P2
+    # Nor its own again: a second observation would stand in for the first.
+    mine = _observed(Agent(ledger, sent=10), P1)
+    _refused(ledger, OutcomeObserved(outcome_id=mine, project=P1, passed=True,
+                                     signal="tool", operations=[fail(), ok()]),
+             InvalidEventError)

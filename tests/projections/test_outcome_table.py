@@ -20,7 +20,7 @@ from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import Operation, OutcomeObserved
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
-from lessonledger.ledger.submission import Submission
+from lessonledger.ledger.submission import Submission, to_new_event
 from lessonledger.ops.bench.lifecycle import call, story
 from lessonledger.projections import lesson_rows_store, outcome_table
 from lessonledger.projections.lessons import LessonView
@@ -61,8 +61,11 @@ def test_a_loaded_view_answers_every_outcome_as_the_fold_from_zero(
         assert all(isinstance(r, Receipt) for r in results)
         for step in itertools.islice(steps, 40):
             call(ledger, step)
+        # Refused now (attack13), but a ledger before took it: written as it did.
         (again,) = ledger.execute_each([raw_outcome(twice, "second")])
-        assert isinstance(again, Receipt)
+        assert not isinstance(again, Receipt)
+        ledger.log.append([to_new_event(raw_outcome(twice, "second"))])
+        ledger.catch_up()
     with open_ledger(home, sync=False) as ledger:
         view = ledger.view
         assert view.outcomes.reads_log

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from hubtools import HubProcess, Keys, curve_hub
 from lessonledger.commands.errors import AccessRefusedError
+from lessonledger.ledger.errors import InvalidEventError
 from lessonledger.ledger.events import decode_event
 from test_hub_access import GRANTS, P, Q, pair
 
@@ -69,7 +70,8 @@ def test_a_raw_submission_cannot_act_on_another_projects_lesson(
                 "event_id": str(uuid4()), "stream": str(uuid4()), "version": 0,
                 "occurred_at": "2026-12-01T12:00:00Z", "actor": f"alice-{i}",
                 "event": event})
-            with pytest.raises(AccessRefusedError):
+            # Refused at the door since attack13: only the ledger attributes outcomes.
+            with pytest.raises(InvalidEventError):
                 alice.submit(submission)
         assert alice.head() == head
     with keys.client(server, "bob") as bob:
