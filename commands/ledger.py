@@ -78,7 +78,13 @@ from lessonledger.ledger.events import AnyEvent, decode_event
 from lessonledger.ledger.ids import derived_id, new_event_id
 from lessonledger.ledger.lmdb_env import acquire, let_go_of_pages, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Record, Writing
-from lessonledger.ledger.submission import Submission, new_event, refuse_ledger_only, to_new_event
+from lessonledger.ledger.submission import (
+    Submission,
+    new_event,
+    refuse_ledger_only,
+    refuse_overlong,
+    to_new_event,
+)
 from lessonledger.projections.access import Grant
 from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.rules import Rules
@@ -447,6 +453,7 @@ class Ledger(CommandVerbs, ReadSide):
         if writing.position_of(submission.event_id.bytes) is None:
             # One built by hand has not been through parse_submission's door.
             refuse_ledger_only(submission.event)
+            refuse_overlong(submission)
             if isinstance(submission.event, CHECKED):
                 check_submitted(submission.event, self.runner)
         positions = writing.append([to_new_event(submission)])

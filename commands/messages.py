@@ -17,6 +17,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.errors import InvalidCommandError
 from lessonledger.ledger.events import (
+    KEYED_BYTES,
     ErasureKind,
     Fingerprint,
     Key,
@@ -26,6 +27,7 @@ from lessonledger.ledger.events import (
     Scope,
     Signal,
     Text,
+    overlong_key,
 )
 from msgspec import Meta, Struct
 
@@ -258,6 +260,13 @@ def checked_command(command: C) -> C:
         raise _invalid(kind.__name__, e) from e
     _refuse_surrogates(kind.__name__, builtins)
     _refuse_blank(checked)
+    overlong = overlong_key(getattr(checked, "operations", ()), {
+        f"$.{name}": getattr(checked, name) for name in ("principal", "session")})
+    if overlong is not None:
+        msg = (f"invalid {kind.__name__}: {overlong[2:]} is too long to key the views by "
+               f"(an operation's op and target together, a principal or a session, at "
+               f"most {KEYED_BYTES} bytes of UTF-8); shorten it (a digest of a long target)")
+        raise InvalidCommandError(msg, overlong)
     return checked
 
 

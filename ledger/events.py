@@ -11,6 +11,7 @@ the offending field, before anything reaches the log.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated, ClassVar, Final, Literal
 from uuid import UUID
 
@@ -29,6 +30,7 @@ __all__ = [
     "EVENT_CLASSES",
     "EVENT_TYPES",
     "FACT_LEARNED",
+    "KEYED_BYTES",
     "LEDGER_ONLY",
     "LESSON_CONFIRMED",
     "LESSON_CONTRADICTED",
@@ -95,6 +97,7 @@ __all__ = [
     "Text",
     "decode_event",
     "encode_event",
+    "overlong_key",
     "tag_of",
     "tags_with",
 ]
@@ -708,6 +711,29 @@ def tag_of(kind: type[_Event]) -> str:
 
 #: Every catalogue tag, which is also the event's stored type.
 EVENT_TYPES: frozenset[str] = frozenset(tag_of(cls) for cls in EVENT_CLASSES)
+
+
+#: The most bytes the strings one row of a view is keyed by may hold: an operation's op
+#: and target together, a principal, a session. LMDB refuses keys over 511 bytes and a
+#: row's key adds its view's prefix and a project to them (attack13: an outcome with a
+#: 300-character op and target was taken, and every later save of the views failed).
+#: Checked where commands and submissions come in, not by the schema: what is stored
+#: must still decode.
+KEYED_BYTES: Final = 400
+
+
+def overlong_key(operations: Sequence[Operation], labels: Mapping[str, str]) -> str | None:
+    """The JSON path (from the command or event) of the first string over :data:`KEYED_BYTES`.
+
+    ``labels`` are the principal and session by the path they have (``$.principal``).
+    """
+    for i, op in enumerate(operations):
+        if len(op.op.encode()) + len(op.target.encode()) > KEYED_BYTES:
+            return f"$.operations[{i}].target"
+    for path, value in labels.items():
+        if len(value.encode()) > KEYED_BYTES:
+            return path
+    return None
 
 
 def tags_with(trait: str) -> frozenset[str]:

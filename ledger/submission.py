@@ -18,11 +18,13 @@ import msgspec
 from lessonledger.ledger.envelope import MAX_BODY_BYTES
 from lessonledger.ledger.errors import BodyTooLargeError, CredentialEventError, InvalidEventError
 from lessonledger.ledger.events import (
+    KEYED_BYTES,
     LEDGER_ONLY,
     AnyEvent,
     Fingerprint,
     LessonProposed,
     encode_event,
+    overlong_key,
     tag_of,
 )
 from lessonledger.ledger.log import NewEvent
@@ -30,7 +32,7 @@ from lessonledger.ledger.secrets import credential_field
 from msgspec import Meta, Struct
 
 __all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission",
-           "refuse_ledger_only", "to_new_event"]
+           "refuse_ledger_only", "refuse_overlong", "to_new_event"]
 
 #: Largest submission accepted as bytes: one maximal body plus room for the envelope.
 MAX_SUBMISSION_BYTES = MAX_BODY_BYTES + (64 << 10)
@@ -115,7 +117,24 @@ def parse_submission(data: bytes | str) -> Submission:
         msg = "invalid event: a lesson's text is only spaces; write what the lesson says"
         raise InvalidEventError(msg, "$.event.text")
     refuse_ledger_only(event)
+    refuse_overlong(submission)
     return submission
+
+
+def refuse_overlong(submission: Submission) -> None:
+    """Refuse a submission with a string too long to key the views by (:data:`KEYED_BYTES`).
+
+    Raises:
+        InvalidEventError: with ``field`` its JSON path (``$.event.operations[0].target``).
+    """
+    overlong = overlong_key(getattr(submission.event, "operations", ()), {
+        "$.principal": submission.principal, "$.session": submission.session})
+    if overlong is not None:
+        field = overlong.replace("$.operations", "$.event.operations", 1)
+        msg = (f"invalid event: {field[2:]} is too long to key the views by (an "
+               "operation's op and target together, a principal or a session, at most "
+               f"{KEYED_BYTES} bytes of UTF-8); shorten it (a digest of a long target)")
+        raise InvalidEventError(msg, field)
 
 
 def refuse_ledger_only(event: AnyEvent) -> None:
