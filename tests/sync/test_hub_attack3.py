@@ -17,7 +17,7 @@ from hubtools import HubProcess, Keys, hub
 from lessonledger.commands import Ledger
 from lessonledger.commands.handlers import command_id
 from lessonledger.commands.messages import ObserveOutcome
-from lessonledger.ledger.errors import StreamConflictError
+from lessonledger.ledger.errors import InvalidEventError, StreamConflictError
 from lessonledger.ledger.events import OUTCOME_OBSERVED
 from lessonledger.ledger.ids import derived_id
 from lessonledger.sync import RemoteLedger, wire
@@ -112,11 +112,14 @@ def test_a_raw_event_resent_by_another_principal_is_not_answered_as_theirs(
         mine = alice.submit(_raw(event_id, event_id, outcome))
     with keys.client(server, "bob") as bob:
         head = bob.head()
-        # Alice's stream version is taken: a conflict, not her receipt.
-        with pytest.raises(StreamConflictError):
+        # Alice's stream version and outcome id are taken: refused, not her receipt.
+        with pytest.raises((StreamConflictError, InvalidEventError)):
             bob.submit(_raw(event_id, event_id, outcome | {"project": Q}))
         assert bob.head() == head
-        theirs = bob.submit(_raw(event_id, uuid4(), outcome | {"project": Q}))
+        # On a stream of his own, with an outcome of his own (Alice's outcome id is hers:
+        # observed once), the same event id is his own event.
+        theirs = bob.submit(_raw(event_id, uuid4(), outcome | {
+            "project": Q, "outcome_id": str(uuid4())}))
         assert set(theirs.positions).isdisjoint(mine.positions)
         (record,) = bob.read_log(theirs.positions[0], 1)
         assert record.envelope.principal == "bob"
