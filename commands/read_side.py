@@ -230,7 +230,12 @@ class ReadSide:
 
         Active lessons and claims; with ``everything`` superseded and retired ones too.
         With ``project``, only that project's and the global ones.
+
+        Raises:
+            InvalidCommandError: ``project`` is neither a project digest nor ``global``.
         """
+        if project is not None:
+            project = checked_project(project)
         with self._lock:
             rows = sorted(self._read(usage=True).lessons.values(),
                           key=lambda r: (not r.active, -r.confidence, str(r.lesson_id)))

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
+from lessonledger.commands.messages import checked_project
 from lessonledger.ledger.envelope import GENESIS, MAX_BODY_BYTES, checked_stored
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, EVENT_TYPES, Erased, decode_event, tag_of
@@ -97,6 +98,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         msg = (f"--from {args.start} is past --to {args.stop}: no position is in that range; "
                "give --from N --to M with N <= M")
         raise LedgerConfigError(msg)
+    if args.project is not None:
+        checked_project(args.project)  # a typo would export nothing and say nothing
     selection = Selection(principal=args.principal, project=args.project,
                           start=args.start, stop=args.stop)
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:

@@ -47,7 +47,7 @@ def _head(home: Path) -> int:
     Operation(op="o" * 500, target="tests", ok=True)], ids=["failed-300+300", "ok-500"])
 def test_a_ledger_with_a_long_keyed_operation_still_closes(tmp_path: Path,
                                                            operation: Operation) -> None:
-    """FAILS: the outcome is taken, and then close() raises lmdb.BadValsizeError (an
+    """FAILED on c9b9ced: the outcome is taken, and then close() raises lmdb.BadValsizeError (an
     untyped storage error) in this process and in every process that opens the home."""
     home = tmp_path / "home"
     try:
@@ -65,7 +65,7 @@ def test_a_ledger_with_a_long_keyed_operation_still_closes(tmp_path: Path,
 
 
 def test_publish_does_not_say_nothing_was_committed_when_it_was(tmp_path: Path) -> None:
-    """FAILS: exit 1, "the store failed ... nothing of the failed step was committed",
+    """FAILED on c9b9ced: exit 1, "the store failed ... nothing of the failed step was committed",
     yet the outcome is in the log (head 0 -> 1)."""
     home = tmp_path / "home"
     assert _cli(home, "init").returncode == 0
@@ -79,9 +79,9 @@ def test_publish_does_not_say_nothing_was_committed_when_it_was(tmp_path: Path) 
 
 
 def test_erasure_still_works_on_a_home_holding_a_long_keyed_failure(tmp_path: Path) -> None:
-    """FAILS: once alice's long-keyed outcome is on file, `lessonledger erase --principal
-    bob` exits 1 (the store failed) and bob's task stays in the log: no one can be erased
-    from this home any more."""
+    """FAILED on c9b9ced: once alice's long-keyed outcome is on file, `lessonledger erase
+    --principal bob` exits 1 (the store failed) and bob's task stays in the log: no one can
+    be erased from this home any more."""
     home = tmp_path / "home"
     assert _cli(home, "init").returncode == 0
     _cli(home, "publish", "-", stdin=_observe_line("a", "alice", "alice's task", long=True))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-import _commands_path  # noqa: F401  (first: lesson_agent lives in tests/commands)
+import _attack13_paths  # noqa: F401  (first: lesson_agent lives in tests/commands)
 import pytest
 from lesson_agent import AVOID, P1, P2, P3, PREFER, T0, TARGET, Agent, fail, ok
 from lessonledger.commands import Ledger, Operation, open_ledger
@@ -76,7 +76,7 @@ def _proposal(project: str, evidence: list[UUID], **fields: Any) -> LessonPropos
 
 
 def test_one_outcome_confirms_a_lesson_once_not_four_times(ledger: Ledger) -> None:
-    """FAILS. The loop's own evidence outcome, sent as a raw confirmation four times,
+    """FAILED on c9b9ced: The loop's own evidence outcome, sent as a raw confirmation four times,
     takes the lesson from 0.5 to 1.0: the policy never confirms a lesson by an outcome it
     already cites ("One outcome, one attribution", commands/policies.py _promote)."""
     outcome, lesson = _loop_lesson(ledger, P1)
@@ -93,7 +93,7 @@ def test_one_outcome_confirms_a_lesson_once_not_four_times(ledger: Ledger) -> No
 
 def test_a_re_observed_outcome_does_not_confirm_again_nor_make_a_lesson_trusted(
         ledger: Ledger) -> None:
-    """FAILS. One outcome id, re-observed raw in sessions s2 and s3 with the lesson in
+    """FAILED on c9b9ced: One outcome id, re-observed raw in sessions s2 and s3 with the lesson in
     play, confirms it each time: +0.30 and ``trusted`` (3 sessions) from one task."""
     outcome, lesson = _loop_lesson(ledger, P1)
     for session in ("s2", "s3"):
@@ -109,7 +109,7 @@ def test_a_re_observed_outcome_does_not_confirm_again_nor_make_a_lesson_trusted(
 
 def test_re_observing_an_outcome_does_not_take_back_the_evidence_it_gave(
         ledger: Ledger) -> None:
-    """FAILS. A lesson cites outcome O (b1 worked on t1); O is then re-observed raw
+    """FAILED on c9b9ced: A lesson cites outcome O (b1 worked on t1); O is then re-observed raw
     with b1 failing on t1. The lesson keeps O as its only evidence and stays ``trial``
     (recallable) though no outcome on file supports it (DESIGN §4: evidence or it is a
     claim). Either the re-observation is refused or the lesson loses its evidence."""
@@ -133,7 +133,7 @@ def test_re_observing_an_outcome_does_not_take_back_the_evidence_it_gave(
 
 def test_a_proposal_cannot_inherit_another_project_s_confidence_by_supersedes(
         ledger: Ledger) -> None:
-    """FAILS. A raw extractor proposal in P1 naming P2's trusted 0.95 lesson in
+    """FAILED on c9b9ced: A raw extractor proposal in P1 naming P2's trusted 0.95 lesson in
     ``supersedes`` starts at 0.95 (an extractor starts at 0.4; an edit keeps the old
     lesson's scope and needs it active: handlers._edit)."""
     theirs = _trusted_elsewhere(ledger, P2)
@@ -149,7 +149,7 @@ def test_a_proposal_cannot_inherit_another_project_s_confidence_by_supersedes(
 
 
 def test_a_proposal_cannot_take_a_retired_lesson_s_confidence(ledger: Ledger) -> None:
-    """FAILS. A lesson a person retired is no base for an edit (InactiveLessonError),
+    """FAILED on c9b9ced: A lesson a person retired is no base for an edit (InactiveLessonError),
     yet a raw proposal naming it in ``supersedes`` starts at its 0.95."""
     retired = _trusted_elsewhere(ledger, P1)
     high = ledger.view.lessons[retired].confidence
@@ -162,7 +162,7 @@ def test_a_proposal_cannot_take_a_retired_lesson_s_confidence(ledger: Ledger) ->
 
 
 def test_a_proposal_cannot_reuse_another_lesson_s_id(ledger: Ledger) -> None:
-    """FAILS. A raw proposal in P1 under the id of P2's trusted lesson replaces that
+    """FAILED on c9b9ced: A raw proposal in P1 under the id of P2's trusted lesson replaces that
     lesson's row: P2's lesson is gone from P2 (ProposeLesson mints a fresh id)."""
     theirs = _trusted_elsewhere(ledger, P2)
     shown = [row.lesson_id for row in ledger.lessons(P2, session="q")]
@@ -176,7 +176,7 @@ def test_a_proposal_cannot_reuse_another_lesson_s_id(ledger: Ledger) -> None:
 
 
 def test_a_proposal_cannot_bring_a_retired_lesson_back(ledger: Ledger) -> None:
-    """FAILS. Re-proposing a retired lesson's id (with a fresh outcome) makes it active
+    """FAILED on c9b9ced: Re-proposing a retired lesson's id (with a fresh outcome) makes it active
     again: the person's retirement is undone."""
     _, lesson = _loop_lesson(ledger, P1)
     ledger.retire_lesson(key="retire", lesson_id=lesson, reason="wrong here")
@@ -189,7 +189,7 @@ def test_a_proposal_cannot_bring_a_retired_lesson_back(ledger: Ledger) -> None:
 
 
 def test_a_model_s_raw_lesson_is_a_claim_whatever_it_cites(ledger: Ledger) -> None:
-    """FAILS. ProposeLesson stores a model's lesson as ``claimed`` with no evidence
+    """FAILED on c9b9ced: ProposeLesson stores a model's lesson as ``claimed`` with no evidence
     (handlers._propose); the same lesson raw, citing an outcome, is ``trial`` and is
     recalled into the prompt (DESIGN §4: a claim is never recalled)."""
     seen = Agent(ledger).outcome(P1, "s", [ok("b1", target="t1")])
@@ -208,7 +208,7 @@ def test_a_model_s_raw_lesson_is_a_claim_whatever_it_cites(ledger: Ledger) -> No
 
 def test_a_raw_loop_lesson_without_evidence_starts_as_a_claim_at_0_3(
         ledger: Ledger) -> None:
-    """FAILS. Without evidence a lesson is a claim at 0.3 (DESIGN §4); a raw ``loop``
+    """FAILED on c9b9ced: Without evidence a lesson is a claim at 0.3 (DESIGN §4); a raw ``loop``
     lesson citing nothing is taken at 0.5 (_check_proposal takes the loop's start
     before looking at the evidence)."""
     proposal = _proposal(P1, [], source="loop", confidence=0.5, text="run c1 on t2",
@@ -222,7 +222,7 @@ def test_a_raw_loop_lesson_without_evidence_starts_as_a_claim_at_0_3(
 
 
 def test_a_raw_promotion_does_not_make_a_one_project_lesson_global(ledger: Ledger) -> None:
-    """FAILS. A raw lesson.promoted (not in CHECKED) makes P1's lesson global, says P3
+    """FAILED on c9b9ced: A raw lesson.promoted (not in CHECKED) makes P1's lesson global, says P3
     confirmed it, merges P2's trusted lesson on another target to take its 0.95 and
     ``trusted``, and P3 is then given it in recall. DESIGN §4: promoted automatically,
     never on anyone's say-so."""
@@ -238,7 +238,7 @@ def test_a_raw_promotion_does_not_make_a_one_project_lesson_global(ledger: Ledge
 
 def test_a_raw_demotion_does_not_move_a_project_lesson_into_another_project(
         ledger: Ledger) -> None:
-    """FAILS. Only a global lesson is demoted, to a project that confirmed it; a raw
+    """FAILED on c9b9ced: Only a global lesson is demoted, to a project that confirmed it; a raw
     lesson.demoted with no outcome moves P1's own lesson into P3, where nothing
     taught it."""
     _, lesson = _loop_lesson(ledger, P1)
