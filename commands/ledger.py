@@ -226,6 +226,12 @@ class Ledger(CommandVerbs, ReadSide):
         erased = self.runner.erasures != self._erasures
         due = [name for name in self.runner.kept_as_rows()
                if erased or self.runner.unsaved([name]) >= _ROWS_EVERY]
+        if not erased:
+            # One view a transaction, the furthest behind first: LMDB keeps a write
+            # transaction's dirty pages allocated until the environment closes, so the
+            # largest transaction sets the process's memory for good. The three views
+            # saved together held 35 MB on a 200,000-event home; the largest alone, 15.
+            due = sorted(due, key=lambda name: -self.runner.unsaved([name]))[:1]
         if due:
             self.runner.save(due, txn=writing.txn)
             return True

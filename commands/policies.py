@@ -366,11 +366,9 @@ def _copies(view: LessonView, row: LessonRow, projects: list[str],
             continue
         copies.append(LessonProposed(
             lesson_id=copy_id(trigger_id(envelope), row.lesson_id, project),
-            text=row.text, kind=row.kind,  # type: ignore[arg-type]
-            avoid_op=row.avoid_op, prefer_op=row.prefer_op, target=row.target,
-            scope=project, source=row.source,  # type: ignore[arg-type]
-            derivation=row.derivation,  # type: ignore[arg-type]
-            longevity=row.longevity,  # type: ignore[arg-type]
+            text=row.text, kind=row.kind, avoid_op=row.avoid_op, prefer_op=row.prefer_op,
+            target=row.target, scope=project, source=row.source, derivation=row.derivation,
+            longevity=row.longevity,
             fingerprint=dict(row.fingerprint), evidence=evidence,
             confidence=row.confidence))
     return copies

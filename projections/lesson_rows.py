@@ -14,7 +14,7 @@ from uuid import UUID
 
 import msgspec
 import msgspec.inspect as mi
-from lessonledger.ledger.events import Operation
+from lessonledger.ledger.events import Derivation, LessonKind, Longevity, Operation, Source
 
 __all__ = [
     "ACTIVE",
@@ -58,15 +58,17 @@ class LessonRow(msgspec.Struct, kw_only=True):
 
     lesson_id: UUID
     text: str
-    kind: str
+    #: Typed as the events' literals: besides checking, msgspec then decodes each to the
+    #: one string object, not a copy of its own per lesson (a big home has 40,000 rows).
+    kind: LessonKind
     avoid_op: str
     prefer_op: str
     target: str
     scope: str
     origin: str
-    source: str
-    derivation: str
-    longevity: str
+    source: Source
+    derivation: Derivation
+    longevity: Longevity
     fingerprint: dict[str, str]
     evidence: list[UUID]
     confidence: float

@@ -128,6 +128,24 @@ _numbered_failure = msgspec.msgpack.Decoder(tuple[int, Failure])
 _ordinal = msgspec.msgpack.Decoder(int)
 _texts = msgspec.msgpack.Decoder(list[str])
 
+def _sharing(row: LessonRow) -> LessonRow:
+    """``row``, its repeated strings made one object each (``sys.intern``).
+
+    A decoded row has a string of its own for every field. In a 1.8M-event home the
+    42,000 lessons took 102 MB decoded; their operations, targets, scopes and the
+    versions in their fingerprints are a few hundred strings, and sharing them took 27 MB
+    off for 0.17 s of the open. Sessions and projects are left: interning a lesson's
+    sessions took 0.3 s more for 7 MB.
+    """
+    intern = sys.intern
+    row.avoid_op, row.prefer_op, row.target = (intern(row.avoid_op), intern(row.prefer_op),
+                                               intern(row.target))
+    row.scope, row.origin = intern(row.scope), intern(row.origin)
+    fingerprint = row.fingerprint  # the row's own dict; its names msgspec shares already
+    for name in fingerprint:
+        fingerprint[name] = intern(fingerprint[name])
+    return row
+
 T = TypeVar("T")
 _text = msgspec.msgpack.Decoder(str)
 
@@ -324,7 +342,7 @@ def state_from_rows(rows: Iterable[tuple[bytes, bytes]],
                                                             head.erased_at)
             state.adoptions, state.observed = head.adoptions, head.observed
         elif family == LESSON:
-            lessons[n] = _lesson.decode(value)
+            lessons[n] = _sharing(_lesson.decode(value))
         elif family in (USAGE, USAGE_BY_LESSON):  # layout 3's, or under the lesson
             used[n] = _usage.decode(value)
         elif family == MOVES:
