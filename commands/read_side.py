@@ -53,6 +53,7 @@ from lessonledger.projections.views import (
     VIEW_NAME,
     access_view,
     audit_index,
+    delta_view,
     lesson_view,
     outcome_stats,
     registry,
@@ -313,6 +314,15 @@ class ReadSide:
         with self._lock:
             self._read()
             return access_view(self.runner).allowed_keys()
+
+    def delta_scope(self, delta_id: UUID) -> str | None:
+        """The scope a skill delta was proposed in, or None when no delta has that id.
+
+        As the process has folded the log: a body that needs it is sent after its delta.
+        """
+        with self._lock:
+            row = delta_view(self.runner).deltas.get(delta_id)
+            return None if row is None else row.scope
 
     def head(self) -> int:
         """The last position in the log."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from hashlib import sha256
 from itertools import islice
@@ -680,6 +680,30 @@ class Writing:
         self.appended += len(rows)
         self.link = previous
         return decoded
+
+    def restore_bodies(self, bodies: Mapping[int, bytes]) -> int:
+        """Put back bodies this log lacks: a partial replica's, once its key may read them.
+
+        Each body (``salt ‖ payload``) must match the commitment of the envelope stored
+        at its position, and that position must hold no body; envelopes and chain are
+        untouched. Returns how many were put.
+
+        Raises:
+            ReplayMismatchError: a body does not fit; let it leave the block, which then
+                commits nothing.
+        """
+        db = self._log._log
+        for position, body in sorted(bodies.items()):
+            stored = self._txn.get(_key(position, _ENVELOPE), db=db)
+            if stored is None:
+                raise ReplayMismatchError(position, "the log holds no envelope there")
+            envelope = decode_envelope(bytes(stored)[:-LINK_BYTES])
+            if len(body) < SALT_BYTES or sha256(body).digest() != envelope.commitment:
+                raise ReplayMismatchError(position, "its body does not match the "
+                                          "envelope's commitment")
+            if not self._txn.put(_key(position, _BODY), body, db=db, overwrite=False):
+                raise ReplayMismatchError(position, "a body is there already")
+        return len(bodies)
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""

@@ -244,8 +244,15 @@ class ObjectView(StateView[_State]):
         return dict(self._s.refs)
 
     def find(self, text: str) -> NamedSnapshot | None:
-        """The snapshot a ref name, a full hex id or a unique hex prefix names."""
+        """The snapshot a full hex id, a ref name or a unique hex prefix names.
+
+        A full id first: it names one snapshot whatever a ref is called.
+        """
         by_id = {snap.id: snap for snap in self._s.snapshots}
+        exact = next((snap for snap in self._s.snapshots if snap.id.hex() == text.lower()),
+                     None)
+        if exact is not None:
+            return exact
         if text in self._s.refs:
             return by_id[self._s.refs[text]]
         matches = [snap for snap in self._s.snapshots if snap.id.hex().startswith(text.lower())]

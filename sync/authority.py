@@ -44,7 +44,13 @@ from lessonledger.commands.messages import (
     checked_text,
 )
 from lessonledger.commands.skill_messages import RecordResolution
-from lessonledger.ledger.events import NAMES_A_KEY, NAMES_A_LESSON, decode_event, tag_of
+from lessonledger.ledger.events import (
+    NAMES_A_DELTA,
+    NAMES_A_KEY,
+    NAMES_A_LESSON,
+    decode_event,
+    tag_of,
+)
 from lessonledger.ledger.secrets import credential_in
 from lessonledger.projections.access import Grant
 
@@ -189,24 +195,33 @@ _UNREADABLE = "\x00unknown lesson"
 
 
 def body_scope(scope: str, kind: str, body: bytes,
-               lesson_scope: Callable[[UUID], str | None]) -> str:
+               lesson_scope: Callable[[UUID], str | None],
+               delta_scope: Callable[[UUID], str | None] | None = None) -> str:
     """The project whose read grant a body needs.
 
-    Most events carry their project in their envelope. Some about one lesson do not
-    (a retirement with a person's note, a promotion, a demotion): their envelope scope
-    is empty, which would read as ledger-wide; they need the lesson's own scope, and a
-    lesson no longer known (erased) is read by no one.
+    Most events carry their project in their envelope. Some about one lesson or one
+    skill delta do not (a retirement with a person's note, a promotion, a delta's
+    rejection with its reason): their envelope scope is empty, which would read as
+    ledger-wide; they need the lesson's or the delta's own scope, and one no longer
+    known (erased), or a delta without ``delta_scope`` to look it up, is read by no one.
 
     Args:
         scope: the envelope's scope.
         kind: the envelope's event tag.
         body: the body bytes.
         lesson_scope: the current scope of a lesson, None when unknown.
+        delta_scope: the scope of a skill delta, None when unknown.
     """
-    if scope or kind not in NAMES_A_LESSON:
+    if scope:
         return scope
-    lesson_id = getattr(decode_event(body), "lesson_id", None)
-    found = lesson_scope(lesson_id) if isinstance(lesson_id, UUID) else None
+    lookup: Callable[[UUID], str | None] | None
+    if kind in NAMES_A_LESSON:
+        subject, lookup = getattr(decode_event(body), "lesson_id", None), lesson_scope
+    elif kind in NAMES_A_DELTA:
+        subject, lookup = getattr(decode_event(body), "delta_id", None), delta_scope
+    else:
+        return scope
+    found = lookup(subject) if isinstance(subject, UUID) and lookup is not None else None
     return _UNREADABLE if found is None else found
 
 
@@ -337,7 +352,8 @@ def named_lessons(event: Any) -> list[UUID]:
 
 
 def may_read_body(access: Access, scope: str, kind: str, body: bytes,
-                  lesson_scope: Callable[[UUID], str | None]) -> bool:
+                  lesson_scope: Callable[[UUID], str | None],
+                  delta_scope: Callable[[UUID], str | None] | None = None) -> bool:
     """Whether ``access`` may be sent a body (``kind``: its tag, ``scope``: its envelope's).
 
     A grant's or a revocation's body (``names_a_key``) names a key, its principal and
@@ -349,4 +365,4 @@ def may_read_body(access: Access, scope: str, kind: str, body: bytes,
                 access.grant is not None and access.grant.admin):
             return True
         return bool(access.key) and getattr(decode_event(body), "public_key", "") == access.key
-    return may_read(access, body_scope(scope, kind, body, lesson_scope))
+    return may_read(access, body_scope(scope, kind, body, lesson_scope, delta_scope))

@@ -210,7 +210,8 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
                 shown = (record.envelope, record.payload if record.payload is not None
                          and may_read_body(access, record.envelope.scope,
                                            record.envelope.type, record.payload,
-                                           lambda i: _lesson_scope(reader, i)) else None)
+                                           lambda i: _lesson_scope(reader, i),
+                                           reader.delta_scope) else None)
                 size += len(_row_bytes(shown))
                 if page and size > LOG_PAGE_BYTES:
                     break

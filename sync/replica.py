@@ -40,13 +40,15 @@ from typing import NamedTuple
 
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, CommandError, InvalidCommandError
+from lessonledger.commands.handlers import command_id
 from lessonledger.commands.messages import checked_command, decode_command
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.compaction import compact
 from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
-from lessonledger.ledger.events import ERASED, Erased, decode_event
+from lessonledger.ledger.events import ERASED, NAMES_A_KEY, Erased, decode_event
+from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, Record, Writing
 from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
@@ -82,6 +84,7 @@ from lessonledger.sync.protocol import (
     decode_reply,
     encode,
 )
+from lessonledger.sync.refill import DUE, refill
 from lessonledger.sync.state import Outboxed, ReplicaInfo, SyncState, read_marker, write_marker
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
@@ -281,6 +284,9 @@ class _Puller:
         for stored in view.open_envelopes:
             self.hasher.add(stored)
         self.tombstones = set(view.tombstones)
+        with home.env.begin() as txn:
+            #: Bodies not sent by earlier pulls: due again if this pull brings a grant.
+            self.withheld_before = self.state.positions(txn, "withheld")
         self.refs: Refs | None = None
         self.ids: list[bytes] = []
         self.asked: dict[int, int] = {}  # start → stop of each fetch in flight
@@ -288,7 +294,9 @@ class _Puller:
         self.queued: list[_Queued] = []
         self.queued_bytes = 0
         self.result = PullResult()
-        #: Bodies a later erasure took were deleted here (see :meth:`_forget`).
+        #: Bodies a later erasure took were deleted here (see :meth:`_forget`), or
+        #: withheld ones came (:func:`~lessonledger.sync.refill.refill`): the views
+        #: are folded afresh.
         self.forgot = False
         #: Positions that came without a body the hub said was withheld or erased
         #: later: taken by an erasure, in this pull or one committed at the hub since
@@ -324,10 +332,14 @@ class _Puller:
             if gone:  # their bytes stay in free pages until a compaction: it is due
                 self.state.add_positions(writing.transaction, "unswept", erased)
         if gone:
-            self.forgot = True
-            started = time.perf_counter()
-            self.runner.rebuild(self.log)
-            self.fold_seconds += time.perf_counter() - started
+            self.refold()
+
+    def refold(self) -> None:
+        """Bodies went or came outside the order of the log: fold the views afresh."""
+        self.forgot = True
+        started = time.perf_counter()
+        self.runner.rebuild(self.log)
+        self.fold_seconds += time.perf_counter() - started
 
     def on_ids(self, ids: Ids) -> list[bytes]:
         assert self.refs is not None
@@ -429,7 +441,7 @@ class _Puller:
                                    count - empty, chunk.erased, pack))
         self.queued_bytes += len(chunk.run) + sum(map(len, bodies))
         self.head, self.hasher = last, hasher
-        if last == self.refs.head or self.queued_bytes >= BATCH_BYTES:
+        if checked and (last == self.refs.head or self.queued_bytes >= BATCH_BYTES):
             self.flush()
         return [self._ask(last + 1, stop)] if last < stop else []
 
@@ -477,9 +489,16 @@ class _Puller:
 
         A chunk that does not fit is refused with its object named, and nothing of it
         is written; the chunks queued before it are committed, so a new pull continues
-        after them.
+        after them. Chunks behind the last checked one stay queued (a segment cut short
+        by the body budget, its end not here yet): their envelopes are the hub's only
+        once their segment hashes to its id, so none is written before, not even when
+        the pull fails.
         """
-        batch, self.queued, self.queued_bytes = self.queued, [], 0
+        done = max((i + 1 for i, queued in enumerate(self.queued) if queued.checked),
+                   default=0)
+        batch, self.queued = self.queued[:done], self.queued[done:]
+        if not self.queued:
+            self.queued_bytes = 0
         if not batch:
             return
         try:
@@ -529,6 +548,11 @@ class _Puller:
                 withheld += len(queued.withheld)
                 fetched += len(envelopes)
                 bodies += queued.bodies
+                if self.withheld_before and any(
+                        e.type in NAMES_A_KEY and body is not None
+                        for e, (_, body) in zip(envelopes, queued.rows, strict=True)):
+                    # This key's grant changed: what it was not sent may come now.
+                    self.state.add_positions(txn, DUE, self.withheld_before)
                 for offset in [i for i, e in enumerate(envelopes) if e.type == ERASED]:
                     body = queued.rows[offset][1]
                     if body is not None:
@@ -605,18 +629,22 @@ class _Puller:
         self.tombstones.update(named)
         self.state.remove_positions(txn, "withheld", named)
         self.state.add_positions(txn, "pending", [position])
-        if erased.what in ("principal", "session"):
-            bound = self.refs.principal if self.refs is not None else ""
-            self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
-                                  if _names(queued.command, erased.what, erased.subject,
-                                            bound)])
+        # A queued command holding what was erased goes too, else the acknowledgement
+        # below says the replica holds none of it while its outbox does.
+        bound = self.refs.principal if self.refs is not None else ""
+        self.state.drop(txn, [key for key, queued in self.state.outbox(txn)
+                              if _names(queued.command, erased.what, erased.subject, bound)])
 
 
 def _names(command: bytes, what: str, subject: str, bound: str = "") -> bool:
-    """True when a queued command's JSON is for that principal or session.
+    """True when a queued command's JSON is of what an erasure of ``what`` took.
 
-    ``bound`` is whose the hub writes this replica's commands as (``Refs.principal``):
-    a command naming no principal, or another (rebound to the key's), is then its.
+    Of a principal or a session: the command is theirs. ``bound`` is whose the hub
+    writes this replica's commands as (``Refs.principal``): a command naming no
+    principal, or another (rebound to the key's), is then its. Of an outcome or a
+    lesson: the command names it, or is the one that made it (the hub derives the ids
+    of what a command makes from its key and principal, so a push whose answer was lost
+    and that the hub wrote is found).
     """
     try:
         fields = msgspec.json.decode(command)
@@ -626,6 +654,11 @@ def _names(command: bytes, what: str, subject: str, bound: str = "") -> bool:
         return False
     if what == "principal" and bound:
         return bound == subject
+    if what in ("outcome", "lesson"):
+        key, principal = fields.get("key"), bound or fields.get("principal", "")
+        made = (str(derived_id(command_id(key, principal), what))
+                if isinstance(key, str) and isinstance(principal, str) else None)
+        return subject in (made, fields.get(f"{what}_id"))
     return bool(fields.get(what) == subject)
 
 
@@ -719,6 +752,13 @@ def pull(directory: str | os.PathLike[str], exchange: Exchange, *,
             # What arrived and checked out before a failure is kept: a new pull
             # continues after it.
             puller.flush()
+        def fetch(request: Fetch) -> Chunk:
+            chunk = _reply(exchange.call(encode(request)), Chunk)
+            assert isinstance(chunk, Chunk)
+            return chunk
+
+        if refill(home, fetch, puller.tombstones):
+            puller.refold()
         result = puller.result
         result.head = puller.finish()
         result.fold_seconds = puller.fold_seconds

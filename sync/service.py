@@ -78,7 +78,7 @@ from lessonledger.sync.protocol import (
     decode_request,
     encode,
 )
-from lessonledger.sync.state import excused
+from lessonledger.sync.state import excused, stored_later_erasures
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = ["BODY_BUDGET", "Readable", "SyncService"]
@@ -245,7 +245,7 @@ class SyncService:
                             self.may_read(peer, envelope)
                             and (reader is None or may_read_body(
                                 reader, envelope.scope, envelope.type, body[SALT_BYTES:],
-                                self._lesson_scope))):
+                                self._lesson_scope, self.ledger.delta_scope))):
                         sent = body
                     else:
                         withheld.append(position)
@@ -308,12 +308,16 @@ class SyncService:
                     f"the grant of key {grant.key_name!r} was revoked or erased; nothing "
                     "was written: ask an operator for a grant (`lessonledger access grant`)"))
             grant = current
+        # A hub restored from a checkout: erasures after its snapshot, at their
+        # positions in the log the snapshot was taken from.
+        later_erasures = stored_later_erasures(self.ledger.log.home)
         results: list[PushResult | None] = []
         #: The commands to decide, each with its place in ``results``.
         todo: list[tuple[int, AnyCommand]] = []
         for based_on, line in zip(push.based_on, push.commands, strict=True):
             erased = {(row.what, row.subject) for row in view.erasures
-                      if row.position > based_on}
+                      if row.position > based_on} | {
+                (what, subject) for what, subject, at in later_erasures if at > based_on}
             try:
                 command = decode_command(line)
             except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:

@@ -45,7 +45,12 @@ from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, object_view, registry
 from lessonledger.sync.errors import SyncError, TamperedObjectError, UnknownSnapshotError
 from lessonledger.sync.replica import fold_views
-from lessonledger.sync.state import SyncState, read_marker, stored_positions
+from lessonledger.sync.state import (
+    SyncState,
+    read_marker,
+    stored_later_erasures,
+    stored_positions,
+)
 
 __all__ = [
     "CheckedOut",
@@ -78,14 +83,24 @@ class CheckedOut(msgspec.Struct):
     erased_later: int
 
 
+#: The characters of a snapshot id (hex), in either case.
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def take_snapshot(ledger: Ledger, name: str = "main", origin: str = "") -> NamedSnapshot:
     """Record a snapshot of the log as it stands now, on the ref ``name``.
 
     Raises:
-        SyncError: ``name`` is empty or too long, or the ref moved meanwhile.
+        SyncError: ``name`` is empty, too long, or all hex digits (it would read as a
+            snapshot's id or a prefix of one), or the ref moved meanwhile.
     """
     if not 0 < len(name) <= 200 or not name.isprintable():
         msg = f"snapshot name {name!r} must be 1 to 200 printable characters"
+        raise SyncError(msg)
+    if all(c in _HEX for c in name):
+        msg = (f"snapshot name {name!r} is all hex digits, so `checkout` would take it "
+               "for a snapshot's id; give a name with a letter past f or a '-', e.g. "
+               f"'snap-{name[:12]}'")
         raise SyncError(msg)
 
     def decide(runner: Runner) -> Sequence[AnyEvent]:
@@ -197,6 +212,10 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
         # The source may itself be a checkout, or a replica of one: what it lacks
         # because an erasure later than its log took it stays excused here too.
         inherited = {p for p in stored_positions(source_home, "erased_later") if p <= last}
+        # And what those erasures named: a hub restored from the checkout refuses that
+        # content pushed back by a replica that made it before the erasure.
+        named_later = [(row.what, row.subject, row.position) for row in view.erasures
+                       if row.position > last] + stored_later_erasures(source_home)
         # Built beside the target and renamed into place once whole: a checkout killed
         # midway leaves no home that looks like the snapshot's (a prefix of the log
         # verifies), and the next checkout clears what it left.
@@ -204,7 +223,7 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
         partial = _partial(whole)
         try:
             copied, later_erased = _build(partial, home, target, log, last, tombstones,
-                                          withheld, inherited)
+                                          withheld, inherited, named_later)
             os.replace(partial, whole)  # over an empty directory too
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
@@ -216,7 +235,8 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
 
 def _build(partial: Path, home: str | os.PathLike[str], target: Path, log: EventLog,
            last: int, tombstones: frozenset[int], withheld: set[int],
-           inherited: set[int]) -> tuple[int, int]:
+           inherited: set[int], named_later: list[tuple[str, str, int]]
+           ) -> tuple[int, int]:
     """Write the checked-out home into ``partial``: (bodies copied, bodies erased later)."""
     partial.mkdir(parents=True)
     (partial / _PARTIAL_MARKER).write_text(f"a checkout of {home} into {target}\n")
@@ -229,6 +249,7 @@ def _build(partial: Path, home: str | os.PathLike[str], target: Path, log: Event
         with new.env.begin(write=True) as txn:
             new_state.add_positions(txn, "erased_later", (later | inherited) - erased_within)
             new_state.add_positions(txn, "withheld", withheld - later)
+            new_state.add_later_erasures(txn, named_later)
         fold_views(new)
     finally:
         release(new)

@@ -6,7 +6,9 @@
   never run).
 - the ``sync`` tree, written in the same transaction as the records it is about:
   ``withheld`` (positions whose bodies the hub did not send: the key may not read them),
-  ``erased_later`` (a checkout's: positions a later erasure took), ``pending`` (erasures
+  ``erased_later`` (a checkout's: positions a later erasure took), ``later_erasures``
+  (a checkout's: what each erasure after its snapshot took, and where it stood in the
+  log it was taken from, so a restored hub refuses that content pushed back), ``pending`` (erasures
   applied whose acknowledgement is not yet recorded at the hub), ``unswept`` (bodies a
   restored hub said a later erasure took, deleted here but not yet compacted away) and
   the outbox
@@ -32,6 +34,7 @@ __all__ = [
     "SyncState",
     "excused",
     "read_marker",
+    "stored_later_erasures",
     "stored_positions",
     "write_marker",
 ]
@@ -42,6 +45,8 @@ MARKER = "REPLICA"
 SYNC_TREE = "sync"
 _OUTBOX = b"outbox/"
 _positions = msgspec.msgpack.Decoder(list[int])
+_later = msgspec.msgpack.Decoder(list[tuple[str, str, int]])
+_LATER = b"later_erasures"
 _encode = msgspec.msgpack.Encoder().encode
 
 
@@ -105,6 +110,18 @@ class SyncState:
         left = sorted(set(self.positions(txn, key)) - set(gone))
         txn.put(key.encode(), _encode(left), db=self._db)
 
+    def add_later_erasures(self, txn: lmdb.Transaction,
+                           more: Iterable[tuple[str, str, int]]) -> None:
+        """Record erasures after a checkout's snapshot: (what, subject, position there)."""
+        rows = sorted(set(map(tuple, self.later_erasures(txn))) | set(more))
+        if rows:
+            txn.put(_LATER, _encode(rows), db=self._db)
+
+    def later_erasures(self, txn: lmdb.Transaction) -> list[tuple[str, str, int]]:
+        """What :meth:`add_later_erasures` recorded, in position order."""
+        raw = txn.get(_LATER, db=self._db)
+        return _later.decode(raw) if raw else []
+
     def queue(self, txn: lmdb.Transaction, based_on: int, command: bytes) -> None:
         """Put a command in the outbox, after those already there."""
         cursor = txn.cursor(db=self._db)
@@ -142,6 +159,16 @@ def stored_positions(home: LMDBHome, key: str) -> frozenset[int]:
     with home.env.begin() as txn:
         raw = txn.get(key.encode(), db=db)
     return frozenset(_positions.decode(raw)) if raw else frozenset()
+
+
+def stored_later_erasures(home: LMDBHome) -> list[tuple[str, str, int]]:
+    """A checkout's erasures after its snapshot (see :meth:`SyncState.later_erasures`)."""
+    db = home.db(SYNC_TREE, create=False)
+    if db is None:
+        return []
+    with home.env.begin() as txn:
+        raw = txn.get(_LATER, db=db)
+    return _later.decode(raw) if raw else []
 
 
 def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:

@@ -412,3 +412,23 @@ def test_a_store_failure_under_a_write_is_the_ledgers_own_error(tmp_path: Path) 
         assert log.head() == 1
     finally:
         release(home)
+
+
+def test_a_body_put_back_must_be_the_one_its_envelope_commits_to(log: EventLog) -> None:
+    """A partial replica restores bodies it was once not sent (sync/refill.py)."""
+    from lessonledger.ledger.errors import ReplayMismatchError
+
+    log.append([ev(uuid4(), payload=b"body %d" % i) for i in range(4)])
+    kept = {p: body for p, _, body, _ in log.raw() if body is not None}
+    assert len(kept) == 4
+    assert log.erase_bodies([2, 3]) == 2
+    with pytest.raises(ReplayMismatchError, match="commitment"), log.writing() as writing:
+        writing.restore_bodies({2: kept[2], 3: kept[2]})  # 3 given 2's body
+    assert [p for p, _, body, _ in log.raw() if body is None] == [2, 3]  # nothing put
+    with pytest.raises(ReplayMismatchError, match="already"), log.writing() as writing:
+        writing.restore_bodies({1: kept[1]})
+    with pytest.raises(ReplayMismatchError, match="no envelope"), log.writing() as writing:
+        writing.restore_bodies({9: kept[1]})
+    with log.writing() as writing:
+        assert writing.restore_bodies({2: kept[2], 3: kept[3]}) == 2
+    assert {p: body for p, _, body, _ in log.raw()} == kept
