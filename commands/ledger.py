@@ -118,12 +118,14 @@ _SAVE_EVERY = 20_000
 #: measures them); reopening refolds at most this many events.
 _ROWS_EVERY = 5_000
 #: Events folded between two drops of the pages of ``data.mdb`` mapped in (see
-#: :func:`~lessonledger.ledger.lmdb_env.let_go_of_pages`): about every 40 commits of one
+#: :func:`~lessonledger.ledger.lmdb_env.let_go_of_pages`): about every 20 commits of one
 #: command, about every group commit. Measured on a 200,000-event home, 2,000 calls
 #: dropping every 100 commits peaked at 350 MB, not 608; 14,000 calls (sync off, the
 #: store dropping pages inside its saves too) at 397 MB every 100 events, 467 every 300,
-#: in about the same CPU time (45 and 51 s).
-_LET_GO_EVERY = 100
+#: in about the same CPU time (45 and 51 s). A drop costs about 1.2 ms on a 2M-event
+#: home; there the pages a batch of 50 commands maps in took the agent from 345 to
+#: 408 MB, so a group commit drops them between its commands too.
+_LET_GO_EVERY = 50
 
 
 class Ledger(CommandVerbs, ReadSide):
@@ -201,10 +203,14 @@ class Ledger(CommandVerbs, ReadSide):
             # the log no longer sees the erased bodies.
             self.recaller.retired = True
 
-    def _settle(self) -> None:
+    def _let_go_when_due(self) -> None:
+        """Drop the mapped pages of ``data.mdb`` once :data:`_LET_GO_EVERY` events folded."""
         if self.runner.position - self._let_go_at >= _LET_GO_EVERY:
             let_go_of_pages(self._lmdb.path)
             self._let_go_at = self.runner.position
+
+    def _settle(self) -> None:
+        self._let_go_when_due()
         self._follow()
         if self._erased_since_rebuild:
             self._replace_saved()
@@ -334,6 +340,7 @@ class Ledger(CommandVerbs, ReadSide):
                 if isinstance(outcome, CommandError):
                     raise BatchRefusedError(index, outcome)
                 receipts.append(outcome)
+                self._let_go_when_due()  # within the transaction too: a batch reads a lot
         return receipts
 
     def execute_each(self, items: Sequence[AnyCommand | SkillCommand | AccessCommand | Submission],
@@ -426,6 +433,7 @@ class Ledger(CommandVerbs, ReadSide):
         with self._transaction() as writing:
             for index in pending:
                 results[index] = self._one(index, items[index], writing, admit)
+                self._let_go_when_due()  # within the transaction too: a batch reads a lot
 
     def _one(self, index: int, item: Item, writing: Writing,
              admit: Admit | None = None) -> Receipt | LessonLedgerError:
