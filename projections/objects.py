@@ -249,8 +249,10 @@ class ObjectView(StateView[_State]):
         A full id first: it names one snapshot whatever a ref is called.
         """
         by_id = {snap.id: snap for snap in self._s.snapshots}
-        exact = next((snap for snap in self._s.snapshots if snap.id.hex() == text.lower()),
-                     None)
+        try:
+            exact = by_id.get(bytes.fromhex(text))
+        except ValueError:
+            exact = None
         if exact is not None:
             return exact
         if text in self._s.refs:

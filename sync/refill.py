@@ -3,12 +3,13 @@
 A hub withholds a body from a replica whose key may not read its project (DESIGN §7,
 partial replicas); the replica keeps the envelope, and ``verify`` calls the body
 withheld. A pull only asks for what lies past its head, so a read grant given later
-would never bring those bodies. When a pull brings a grant or a revocation of the
-replica's own key (the one kind of key record whose body it is sent) while it holds
-withheld bodies, it records them as due here, in the transaction that commits the
-record; the pull then asks for their segments again and puts back every body the hub
-now sends. The envelopes that come with them must be the ones the replica holds, and
-each body must match its envelope's commitment, so nothing else can change.
+would never bring those bodies. When a pull that does not start empty brings a grant
+or a revocation of the replica's own key (the one kind of key record whose body it is
+sent), it records where it started, in the transaction that commits the record: the
+bodies withheld up to there are due. The pull then asks for their segments again and
+puts back every body the hub now sends. The envelopes that come with them must be the
+ones the replica holds, and each body must match its envelope's commitment, so nothing
+else can change.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from lessonledger.sync.state import SyncState
 
 __all__ = ["DUE", "refill"]
 
-#: The ``sync`` tree's list of withheld positions to ask for again.
+#: The ``sync`` tree's list of positions up to which withheld bodies are asked for again.
 DUE = "refill"
 
 
@@ -42,7 +43,9 @@ def refill(home: LMDBHome, fetch: Callable[[Fetch], Chunk], tombstones: set[int]
     state, log = SyncState(home), EventLog(home, LOG_NAME)
     with home.env.begin() as txn:
         due = state.positions(txn, DUE)
-        wanted = set(due) & set(state.positions(txn, "withheld"))
+        if not due:
+            return 0  # every pull but one that brought a grant of this key
+        wanted = {p for p in state.positions(txn, "withheld") if p <= max(due)}
     wanted -= tombstones
     head = log.head()
     sent: dict[int, bytes] = {}

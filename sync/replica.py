@@ -284,9 +284,9 @@ class _Puller:
         for stored in view.open_envelopes:
             self.hasher.add(stored)
         self.tombstones = set(view.tombstones)
-        with home.env.begin() as txn:
-            #: Bodies not sent by earlier pulls: due again if this pull brings a grant.
-            self.withheld_before = self.state.positions(txn, "withheld")
+        #: Where this pull starts: bodies withheld up to here were withheld under the
+        #: grant before any this pull brings (a clone's are under its current one).
+        self.started_at = self.head
         self.refs: Refs | None = None
         self.ids: list[bytes] = []
         self.asked: dict[int, int] = {}  # start → stop of each fetch in flight
@@ -548,11 +548,11 @@ class _Puller:
                 withheld += len(queued.withheld)
                 fetched += len(envelopes)
                 bodies += queued.bodies
-                if self.withheld_before and any(
+                if self.started_at and any(
                         e.type in NAMES_A_KEY and body is not None
                         for e, (_, body) in zip(envelopes, queued.rows, strict=True)):
                     # This key's grant changed: what it was not sent may come now.
-                    self.state.add_positions(txn, DUE, self.withheld_before)
+                    self.state.add_positions(txn, DUE, [self.started_at])
                 for offset in [i for i, e in enumerate(envelopes) if e.type == ERASED]:
                     body = queued.rows[offset][1]
                     if body is not None:

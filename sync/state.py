@@ -8,11 +8,12 @@
   ``withheld`` (positions whose bodies the hub did not send: the key may not read them),
   ``erased_later`` (a checkout's: positions a later erasure took), ``later_erasures``
   (a checkout's: what each erasure after its snapshot took, and where it stood in the
-  log it was taken from, so a restored hub refuses that content pushed back), ``pending`` (erasures
-  applied whose acknowledgement is not yet recorded at the hub), ``unswept`` (bodies a
-  restored hub said a later erasure took, deleted here but not yet compacted away) and
-  the outbox
-  (``outbox/`` + sequence → based-on position and the command's JSON).
+  log it was taken from, so a restored hub refuses that content pushed back),
+  ``pending`` (erasures applied whose acknowledgement is not yet recorded at the hub),
+  ``unswept`` (bodies a restored hub said a later erasure took, deleted here but not
+  yet compacted away), ``refill`` (where a pull that brought a grant started: see
+  :mod:`~lessonledger.sync.refill`) and the outbox (``outbox/`` + sequence → based-on
+  position and the command's JSON).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from operator import itemgetter
 from pathlib import Path
 
 import lmdb
@@ -113,7 +115,7 @@ class SyncState:
     def add_later_erasures(self, txn: lmdb.Transaction,
                            more: Iterable[tuple[str, str, int]]) -> None:
         """Record erasures after a checkout's snapshot: (what, subject, position there)."""
-        rows = sorted(set(map(tuple, self.later_erasures(txn))) | set(more))
+        rows = sorted(set(self.later_erasures(txn)) | set(more), key=itemgetter(2))
         if rows:
             txn.put(_LATER, _encode(rows), db=self._db)
 
@@ -153,22 +155,24 @@ class SyncState:
 
 def stored_positions(home: LMDBHome, key: str) -> frozenset[int]:
     """A stored list of positions of ``home``, read without creating the ``sync`` tree."""
-    db = home.db(SYNC_TREE, create=False)
-    if db is None:
-        return frozenset()
-    with home.env.begin() as txn:
-        raw = txn.get(key.encode(), db=db)
+    raw = _stored(home, key.encode())
     return frozenset(_positions.decode(raw)) if raw else frozenset()
 
 
 def stored_later_erasures(home: LMDBHome) -> list[tuple[str, str, int]]:
     """A checkout's erasures after its snapshot (see :meth:`SyncState.later_erasures`)."""
+    raw = _stored(home, _LATER)
+    return _later.decode(raw) if raw else []
+
+
+def _stored(home: LMDBHome, key: bytes) -> bytes | None:
+    """One value of ``home``'s ``sync`` tree, None where it or the tree is missing."""
     db = home.db(SYNC_TREE, create=False)
     if db is None:
-        return []
+        return None
     with home.env.begin() as txn:
-        raw = txn.get(_LATER, db=db)
-    return _later.decode(raw) if raw else []
+        raw: bytes | None = txn.get(key, db=db)
+    return raw
 
 
 def excused(home: LMDBHome) -> tuple[frozenset[int], frozenset[int]]:
