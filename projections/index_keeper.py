@@ -69,8 +69,13 @@ class IndexKeeper:
         else:
             self.index = opened[0]
             self.saved_as = opened[1]
-            # Whatever the view folded after the index was saved must be re-checked.
-            view.changed.update(view.lessons)
+            # Whatever the view folded after the index was saved must be re-checked. Saved
+            # at the view's position, it holds what the view's active lessons are there
+            # (never saved while an embedding is pending), and what the view folds from
+            # now on lands in ``changed``: re-checking all 50,000 lessons of a 2M-event
+            # home took 0.3 s of its open.
+            if opened[1] != view.position:
+                view.changed.update(view.lessons)
         self.sync()
 
     def rebuild(self) -> VectorIndex:

@@ -68,3 +68,55 @@ def test_a_file_cut_short_of_pages_in_use_is_still_refused(tmp_path: Path) -> No
     os.truncate(data, os.path.getsize(data) - 4096)
     with pytest.raises(LedgerConfigError, match="damaged"):
         acquire(path, sync=True)
+
+
+def _fill(home_path: str, count: int) -> None:
+    home = acquire(home_path, sync=False)
+    try:
+        db = home.env.open_db(b"t")
+        with home.env.begin(write=True) as txn:
+            for i in range(count):
+                txn.put(b"k%06d" % i, os.urandom(300), db=db)
+        with home.env.begin() as txn:
+            assert sum(1 for _ in txn.cursor(db=db)) == count
+        let_go_of_pages(home.path)  # remembers where the map was
+    finally:
+        release(home)
+
+
+def test_memory_mapped_where_a_closed_home_was_is_never_let_go(tmp_path: Path) -> None:
+    """A drop goes by where the home is mapped now, never by where it was.
+
+    ``MADV_DONTNEED`` on private memory zeroes it: here the closed home's address range
+    is taken by anonymous memory holding a pattern, as a later allocation could.
+    """
+    import ctypes
+    import mmap
+
+    path = str(tmp_path / "home")
+    _fill(path, 5_000)
+    with open("/proc/self/maps") as maps:
+        assert not any(line.rstrip("\n").endswith(os.path.join(path, "data.mdb"))
+                       for line in maps), "the home is closed: nothing of it is mapped"
+    from lessonledger.ledger import lmdb_env
+
+    (start, _end), *_ = lmdb_env._RANGES[os.path.join(path, "data.mdb")]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    fixed_noreplace = 0x100000
+    size = 16 * mmap.PAGESIZE
+    got = libc.mmap(start, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | fixed_noreplace, -1, 0)
+    if got in (None, ctypes.c_void_p(-1).value) or got != start:
+        pytest.skip("the old address range could not be taken (MAP_FIXED_NOREPLACE)")
+    try:
+        ctypes.memset(start, 0x5A, size)
+        let_go_of_pages(path)  # the home is closed: its old range must not be touched
+        assert ctypes.string_at(start, size) == b"\x5a" * size
+        _fill(path, 6_000)  # opened again, mapped elsewhere: found there
+        assert ctypes.string_at(start, size) == b"\x5a" * size
+    finally:
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.munmap(start, size)
