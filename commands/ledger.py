@@ -63,7 +63,7 @@ from lessonledger.commands.messages import (
     command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
-from lessonledger.commands.read_side import ReadSide
+from lessonledger.commands.read_side import Closed, ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import MINTED_BY, Receipt, minted, minted_events
 from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
@@ -640,13 +640,22 @@ class Ledger(CommandVerbs, ReadSide):
     # -- lifetime --------------------------------------------------------------------
 
     def close(self) -> None:
-        """Commit queued recall records, save the view and the index, release the home."""
+        """Commit queued recall records, save the view and the index, release the home.
+
+        Closing again does nothing; any other method of a closed ledger raises
+        :class:`~lessonledger.ledger.errors.LedgerClosedError`.
+        """
+        if isinstance(self._lock, Closed):
+            return
         with self._lock:
-            self._records.close()
-            self._refresh()
-            self.save_view()
-            self.recaller.save()
-            release(self._lmdb)
+            try:
+                self._records.close()
+                self._refresh()
+                self.save_view()
+                self.recaller.save()
+            finally:
+                release(self._lmdb)
+                self._lock = Closed(self._lmdb.path)
 
     def __enter__(self) -> Self:
         return self

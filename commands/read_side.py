@@ -36,6 +36,7 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
+from lessonledger.ledger.errors import LedgerClosedError
 from lessonledger.ledger.events import Erased, Key, decode_event
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -67,11 +68,30 @@ __all__ = ["USAGE_WAIT", "ReadSide", "Reader", "open_reader"]
 USAGE_WAIT = 0.05
 
 
+class Closed:
+    """A closed ledger's or reader's lock: every method takes the lock first, so each refuses.
+
+    Without it a method called after ``close`` raised LMDB's own error on its closed
+    environment, or, with the home still open elsewhere in the process, went on working
+    on views nobody would save.
+    """
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+
+    def __enter__(self) -> None:
+        raise LedgerClosedError(self.home)
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class ReadSide:
     """Queries over a runner's views and a recaller's index; folds, never reacts.
 
     Subclasses set ``log``, ``runner``, ``recaller``, ``_records`` (None when nothing
-    may be recorded), ``_lock`` and ``_erasures`` before the first query.
+    may be recorded), ``_lock`` and ``_erasures`` before the first query; ``close``
+    puts :class:`Closed` in ``_lock``'s place.
     """
 
     #: The home's directory (its real path).
@@ -80,7 +100,7 @@ class ReadSide:
     runner: Runner
     recaller: Recaller
     _records: DeferredRecords | None
-    _lock: threading.RLock
+    _lock: threading.RLock | Closed
     _erasures: int
 
     @property
@@ -326,11 +346,12 @@ class ReadSide:
 
     def head(self) -> int:
         """The last position in the log."""
-        return self.log.head()
+        with self._lock:
+            return self.log.head()
 
     def _position(self, position: object, field: str = "$.as_of") -> int:
         """A log position a caller gave, refused unless it is one the log has (or 0)."""
-        head = self.log.head()
+        head = self.head()
         if isinstance(position, bool) or not isinstance(position, int) \
                 or not 0 <= position <= head:
             msg = (f"{field} must be a log position from 0 to the head ({head}), not "
@@ -346,7 +367,8 @@ class ReadSide:
     def time_at(self, position: int) -> int:
         """The ledger time (ns) of the event at ``position``."""
         position = self._position(position, "$.position")
-        records = self.log.read(max(position, 1), limit=1)
+        with self._lock:
+            records = self.log.read(max(position, 1), limit=1)
         return records[0].envelope.recorded_at if records else time.time_ns()
 
     def position_at(self, when_ns: int) -> int:
@@ -354,6 +376,7 @@ class ReadSide:
         if isinstance(when_ns, bool) or not isinstance(when_ns, int):
             msg = f"$.when must be a time in nanoseconds since 1970, not {when_ns!r}"
             raise InvalidCommandError(msg, "$.when")
+        self.head()  # refuses on a closed ledger; the scan itself holds no lock
         last = 0
         for record in self.log.scan():
             if record.envelope.recorded_at > when_ns:
@@ -437,13 +460,16 @@ class Reader(ReadSide):
             raise
 
     def close(self) -> None:
-        """Commit queued recall records and let go of the home."""
+        """Commit queued recall records and let go of the home; again, nothing."""
+        if isinstance(self._lock, Closed):
+            return
         with self._lock:
             try:
                 if self._records is not None:
                     self._records.close()
             finally:
                 self._stack.close()
+                self._lock = Closed(self.home)
 
     def __enter__(self) -> Self:
         return self

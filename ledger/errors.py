@@ -20,6 +20,7 @@ __all__ = [
     "HomeBusyError",
     "IdempotencyConflictError",
     "InvalidEventError",
+    "LedgerClosedError",
     "LedgerConfigError",
     "LedgerCorruptError",
     "LedgerStorageError",
@@ -35,6 +36,19 @@ class LessonLedgerError(Exception):
 
 class LedgerConfigError(LessonLedgerError, ProgrammingError):
     """A ledger setting is missing or malformed."""
+
+
+class LedgerClosedError(LessonLedgerError, ProgrammingError):
+    """The ledger (or reader) was closed; nothing was read or written.
+
+    Attributes:
+        home: the home it had open.
+    """
+
+    def __init__(self, home: str) -> None:
+        super().__init__(f"this ledger of {home!r} is closed; nothing was read or written: "
+                         "open the home again (open_ledger) to use it")
+        self.home = home
 
 
 class HomeBusyError(LedgerConfigError):

@@ -52,7 +52,7 @@ from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skills import ListedFact, SkillVerbs, resolution_record
 from lessonledger.commands.verbs import CommandVerbs
 from lessonledger.ledger.envelope import Envelope
-from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError
+from lessonledger.ledger.errors import LedgerClosedError, LedgerConfigError, LessonLedgerError
 from lessonledger.ledger.log import Record
 from lessonledger.projections.deltas import BaseRow, DeltaRow
 from lessonledger.projections.facts import FactRow
@@ -138,6 +138,7 @@ class RemoteLedger(CommandVerbs):
         self._context = context or zmq.Context.instance()
         self._ids = itertools.count(random.getrandbits(40) + 1)
         self._socket: zmq.Socket[Any] | None = None
+        self._closed = False
         #: Skill bases, their deltas and tier-0 facts, on the hub.
         self.skills = RemoteSkills(self)
 
@@ -151,6 +152,9 @@ class RemoteLedger(CommandVerbs):
             sock.curve_serverkey = server
 
     def _connect(self) -> zmq.Socket[Any]:
+        if self._closed:
+            # As a local ledger: a closed one says so rather than quietly reconnecting.
+            raise LedgerClosedError(self.endpoint)
         if self._socket is None:
             sock = self._context.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
@@ -393,7 +397,12 @@ class RemoteLedger(CommandVerbs):
     # -- lifetime ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Let go of the socket; nothing is pending (every call waited for its reply)."""
+        """Let go of the socket; nothing is pending (every call waited for its reply).
+
+        Closing again does nothing; a call after it raises
+        :class:`~lessonledger.ledger.errors.LedgerClosedError`, as a local ledger's does.
+        """
+        self._closed = True
         self._drop_socket()
 
     def __enter__(self) -> Self:

@@ -14,7 +14,9 @@ from typing import Any
 
 import hubtools
 import lessonledger
+import pytest
 from lessonledger.commands import Operation
+from lessonledger.ledger.errors import LedgerClosedError
 
 PROJECT = "f" * 32
 
@@ -38,6 +40,22 @@ def test_the_same_agent_code_runs_on_a_home_and_on_a_hub(tmp_path: Path) -> None
         remote = _agent(hub.endpoint)
     assert local
     assert remote == local
+
+
+def test_a_closed_ledger_refuses_alike_on_a_home_and_on_a_hub(tmp_path: Path) -> None:
+    def closed(target: Any) -> None:
+        with lessonledger.open_ledger(target) as ledger:
+            assert ledger.head() == 0
+            ledger.close()
+            with pytest.raises(LedgerClosedError):
+                ledger.head()
+            with pytest.raises(LedgerClosedError):
+                ledger.recall(PROJECT, "build it", session="s2")
+        # ``with`` closed it again on the way out: nothing happened
+
+    closed(tmp_path / "home")
+    with hubtools.hub(tmp_path / "hub", tmp_path / "serve.log", drain=True) as hub:
+        closed(hub.endpoint)
 
 
 def test_importing_the_package_loads_no_zeromq() -> None:
