@@ -499,10 +499,15 @@ class LessonView(TypedFold[State]):
         self._let_go_due = True
 
     def _lengths(self) -> dict[tuple[bytes, int], int]:
+        # A length left out is 0 (every reader defaults to it): a view restored from a
+        # pin holds 50,000 bare rows on a big home, and 100,000 zero entries cost 0.1 s
+        # of its open.
         lengths: dict[tuple[bytes, int], int] = {}
         for n, row in enumerate(self._s.lessons.values()):
-            lengths[saved_rows.MOVES, n] = len(row.moves)
-            lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
+            if row.moves:
+                lengths[saved_rows.MOVES, n] = len(row.moves)
+            if row.evidence:
+                lengths[saved_rows.EVIDENCE, n] = len(row.evidence)
         for name, ids in self._recalled.items():
             lengths[saved_rows.RECALLED, self._session_n[name]] = len(ids)
         return lengths
