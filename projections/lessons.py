@@ -550,7 +550,8 @@ class LessonView(TypedFold[State]):
             view._rows_by_text[str(row.lesson_id)] = row
             if row.superseded_by is not None and row.reason == "replaced":
                 view._replaced.setdefault(row.superseded_by, set()).add(row.lesson_id)
-            if any(move.type == LESSON_DEMOTED for move in row.moves):
+            # A pin's rows are bare (no moves yet): their demotions come from its header.
+            if row.moves and any(move.type == LESSON_DEMOTED for move in row.moves):
                 view._demoted.add(row.same_as)
         return view
 
