@@ -642,8 +642,9 @@ class Ledger(CommandVerbs, ReadSide):
     def close(self) -> None:
         """Commit queued recall records, save the view and the index, release the home.
 
-        Closing again does nothing; any other method of a closed ledger raises
-        :class:`~lessonledger.ledger.errors.LedgerClosedError`.
+        Closing again does nothing; every query and command of a closed ledger raises
+        :class:`~lessonledger.ledger.errors.LedgerClosedError` (the in-memory accessors
+        ``view``, ``records`` and ``grant_as_folded`` still answer as last folded).
         """
         if isinstance(self._lock, Closed):
             return
