@@ -63,7 +63,7 @@ from lessonledger.commands.messages import (
     command_from,
 )
 from lessonledger.commands.policies import TRIGGERS, react, trigger_id
-from lessonledger.commands.read_side import Closed, ReadSide
+from lessonledger.commands.read_side import HomeLock, ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import MINTED_BY, Receipt, minted, minted_events
 from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
@@ -150,7 +150,7 @@ class Ledger(CommandVerbs, ReadSide):
         self.log = EventLog(self._lmdb, LOG_NAME)
         self._records: DeferredRecords = DeferredRecords(self.log, record_delay)
         self._store = ViewStore(self._lmdb)
-        self._lock = threading.RLock()
+        self._lock = HomeLock()
         #: Checks run first in each write transaction (see :meth:`guarded`), by thread.
         self._guards: dict[int, list[Callable[[], None]]] = {}
         self._open_views(rules, embedder)
@@ -646,7 +646,7 @@ class Ledger(CommandVerbs, ReadSide):
         :class:`~lessonledger.ledger.errors.LedgerClosedError` (the in-memory accessors
         ``view``, ``records`` and ``grant_as_folded`` still answer as last folded).
         """
-        if isinstance(self._lock, Closed):
+        if self._lock.closed is not None:
             return
         with self._lock:
             try:
@@ -656,7 +656,7 @@ class Ledger(CommandVerbs, ReadSide):
                 self.recaller.save()
             finally:
                 release(self._lmdb)
-                self._lock = Closed(self._lmdb.path)
+                self._lock.closed = self._lmdb.path
 
     def __enter__(self) -> Self:
         return self

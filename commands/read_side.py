@@ -68,22 +68,27 @@ __all__ = ["USAGE_WAIT", "ReadSide", "Reader", "open_reader"]
 USAGE_WAIT = 0.05
 
 
-class Closed:
-    """A closed ledger's or reader's lock: every method takes the lock first, so each refuses.
+class HomeLock:
+    """The lock every query and command of a ledger or reader takes; closed, it refuses.
 
-    Without it a method called after ``close`` raised LMDB's own error on its closed
-    environment, or, with the home still open elsewhere in the process, went on working
-    on views nobody would save.
+    Without it a method called after ``close`` raised LMDB's own error on the closed
+    environment. The check is made once the lock is held, so a thread that was waiting
+    while another closed the ledger refuses too, rather than go on into a closed home.
     """
 
-    def __init__(self, home: str) -> None:
-        self.home = home
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        #: The home it had open, once closed (None while open).
+        self.closed: str | None = None
 
     def __enter__(self) -> None:
-        raise LedgerClosedError(self.home)
+        self._lock.acquire()
+        if self.closed is not None:
+            self._lock.release()
+            raise LedgerClosedError(self.closed)
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._lock.release()
 
 
 class ReadSide:
@@ -91,7 +96,7 @@ class ReadSide:
 
     Subclasses set ``log``, ``runner``, ``recaller``, ``_records`` (None when nothing
     may be recorded), ``_lock`` and ``_erasures`` before the first query; ``close``
-    puts :class:`Closed` in ``_lock``'s place.
+    marks ``_lock`` closed.
     """
 
     #: The home's directory (its real path).
@@ -100,7 +105,7 @@ class ReadSide:
     runner: Runner
     recaller: Recaller
     _records: DeferredRecords | None
-    _lock: threading.RLock | Closed
+    _lock: HomeLock
     _erasures: int
 
     @property
@@ -450,7 +455,7 @@ class Reader(ReadSide):
                              else DeferredRecords(self.log, record_delay))
             self.runner = Runner(registry(rules), ViewStore(self._home))
             self._erasures = self.runner.erasures
-            self._lock = threading.RLock()
+            self._lock = HomeLock()
             self.runner.fold(self.log)
             self._erasures = self.runner.erasures
             self.recaller = Recaller(Path(self._home.path) / "vectors", self.log, self.view,
@@ -461,7 +466,7 @@ class Reader(ReadSide):
 
     def close(self) -> None:
         """Commit queued recall records and let go of the home; again, nothing."""
-        if isinstance(self._lock, Closed):
+        if self._lock.closed is not None:
             return
         with self._lock:
             try:
@@ -469,7 +474,7 @@ class Reader(ReadSide):
                     self._records.close()
             finally:
                 self._stack.close()
-                self._lock = Closed(self.home)
+                self._lock.closed = self.home
 
     def __enter__(self) -> Self:
         return self

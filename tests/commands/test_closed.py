@@ -6,6 +6,8 @@ environment (a second ``close`` too), which names neither the home nor what to d
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,3 +82,27 @@ def test_closing_twice_while_open_elsewhere_keeps_the_other_open(tmp_path: Path)
     second.execute(_outcome("still-open"))
     assert second.head() >= 1
     second.close()
+
+
+def test_a_query_waiting_while_another_thread_closes_refuses(tmp_path: Path) -> None:
+    # A thread waiting on the lock while ``close`` held it went on, once let in, into
+    # the closed environment and raised LMDB's own error. The test holds the lock
+    # itself so that the asking thread is surely waiting when the ledger closes.
+    ledger = Ledger(tmp_path / "home")
+    ledger.execute(_outcome("before"))
+    seen: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            ledger.head()
+        except BaseException as error:  # what it raised is what is checked
+            seen.append(error)
+
+    asker = threading.Thread(target=ask)
+    with ledger._lock:
+        asker.start()
+        time.sleep(0.2)  # the asker is now waiting on the lock
+        ledger.close()
+    asker.join(10)
+    assert not asker.is_alive()
+    assert [type(e) for e in seen] == [LedgerClosedError], seen
