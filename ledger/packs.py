@@ -2,8 +2,9 @@
 
 A pull that does not fold (``clone --fold background``) stores each chunk it checked
 (a whole segment's envelopes, the run its id hashes, every body matched to its
-commitment, the chain recomputed) as ONE value of ``<log>.packs``, keyed by its first
-position: the run, the bodies and the chain link after it. Writing a few hundred values
+commitment) as ONE value of ``<log>.packs``, keyed by its first position: the run, the
+bodies and, for the pull's last pack, the hub's chain link after it. The chain is
+computed once, here, as the rows are laid out. Writing a few hundred values
 instead of four rows an event is what makes such a clone about as fast as moving the
 bytes. The log's rows (envelope and link, body, the id and stream index entries) are laid
 out from the packs, in order, by :func:`unpack`, which every writable open of the home
@@ -36,7 +37,10 @@ UNPACK_BYTES = 4 << 20
 
 
 class Pack(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """A checked chunk: its envelopes as one run, its bodies, the chain link after it."""
+    """A checked chunk: its envelopes as one run, its bodies, a chain link to check.
+
+    ``link`` is the hub's head link when the pack is its pull's last, else empty.
+    """
 
     run: bytes
     bodies: list[bytes]
@@ -74,8 +78,8 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
     """Lay out every pack as the log's rows, in order; return how many records.
 
     Each record is checked again as any import is (its position, its body against its
-    commitment, the chain), and each pack's last link against the one it was stored
-    with.
+    commitment), its link computed, and the link after a pull's last pack checked
+    against the hub's head link it was stored with.
 
     Raises:
         LedgerCorruptError: a pack does not follow the log (a damaged file).
@@ -107,7 +111,7 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
                     writing.import_records(rows, envelopes_checked=True)
                 except ReplayMismatchError as e:  # checked on arrival: the file is damaged
                     raise LedgerCorruptError(e.position) from e
-                if writing.link != pack.link:
+                if pack.link and writing.link != pack.link:
                     raise LedgerCorruptError(int.from_bytes(key, "big"))
                 txn.delete(key, db=db)
                 done += len(rows)

@@ -44,6 +44,7 @@ from lessonledger.commands.messages import (
     checked_text,
 )
 from lessonledger.commands.skill_messages import RecordResolution
+from lessonledger.ledger.envelope import ROLE_ACTORS
 from lessonledger.ledger.events import (
     NAMES_A_DELTA,
     NAMES_A_KEY,
@@ -267,10 +268,16 @@ def bound_to_caller(command: Any, principal: str) -> Any:
 
     A command's ``principal`` is whose it is, so the caller's own. A grant is the one
     exception: there ``principal`` is the grantee, which the admin names; the caller is
-    the grant's ``actor``, so the record says which admin granted it.
+    the grant's ``actor``, so the record says which admin granted it. An ``actor`` that
+    is not a role (``agent``, ``policy``, ``ledger``) names a person, whose data the
+    record then is (an erasure of that principal takes it, an export of them shows it):
+    a caller can name only itself, so any other is replaced by its principal.
     """
     if isinstance(command, GrantAccess):
         return msgspec.structs.replace(command, actor=principal)
+    actor = getattr(command, "actor", None)
+    if isinstance(actor, str) and actor not in ROLE_ACTORS:
+        return msgspec.structs.replace(command, principal=principal, actor=principal)
     return msgspec.structs.replace(command, principal=principal)
 
 

@@ -379,8 +379,9 @@ class Writer:
                 require_admin(work.access)
                 command: Erase = _item(work.kind, work.items[0])
                 require_own_principal(work.access, command.principal)
-                fields = msgspec.structs.asdict(command)
-                fields["principal"] = work.access.principal
+                # Who erased is the key's principal: the record's "by" is its actor.
+                fields = msgspec.structs.asdict(bound_to_caller(command,
+                                                                work.access.principal))
                 with ledger.guarded(lambda: _still_admin(ledger, work.access)):
                     erasure = ledger.erase(**fields)
                 return _reply(wire.Answer(msgspec.Raw(msgspec.msgpack.encode(erasure))),

@@ -11,8 +11,8 @@ that many chunks in flight to it, and a slow replica holds up no one else.
   it is a prefix of its own and says so (:class:`Refused` ``diverged``).
 - :class:`SegmentIds` → :class:`Ids`: the ids of the segments from an index on.
 - :class:`Fetch` → :class:`Chunk`: the stored envelopes of a position range (never
-  across a segment's end) as one run, the bytes its segment id hashes, and the bodies
-  the replica may read, erased ones never.
+  across a segment's end), which joined are the bytes its segment id hashes, and the
+  bodies the replica may read, erased ones never.
 - :class:`FetchMany` → one :class:`Chunk` per segment the range touches, in order,
   each its own reply frame: several segments for one request (the only request with
   more than one reply; a refusal is one frame).
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from lessonledger.ledger.objects import split_envelopes
+from lessonledger.ledger.objects import join_envelopes
 from lessonledger.sync import wire
 from lessonledger.sync.errors import ProtocolError
 from msgspec import Meta
@@ -148,31 +148,28 @@ class Ids(_Message, frozen=True, tag="segment_ids"):
 
 
 class Chunk(_Message, frozen=True, tag="chunk"):
-    """Stored envelopes from ``start`` on as one run, with bodies (``b""`` where none is sent).
+    """Stored envelopes from ``start`` on, with bodies (``b""`` where none is sent).
 
-    ``run`` is the envelopes as a segment id hashes them
-    (:func:`~lessonledger.ledger.objects.join_envelopes`): a chunk of a whole segment is
-    verified with one hash. ``withheld`` lists positions whose bodies the replica's key
-    may not read (or that the hub itself was never sent); ``erased`` those the hub holds
-    no body of because an erasure later than its own log took it: a hub checked out from
-    a snapshot taken before that erasure (its ``erased_later``), where no ``Erased``
-    record in the log names them.
+    ``envelopes`` are the stored envelope bytes, one msgpack ``bin`` each, so a replica
+    gets them split by the decoder; :attr:`run` joins them as a segment id hashes them
+    (:func:`~lessonledger.ledger.objects.join_envelopes`), so a chunk of a whole segment
+    is verified with one hash. ``withheld`` lists positions whose bodies the replica's
+    key may not read (or that the hub itself was never sent); ``erased`` those the hub
+    holds no body of because an erasure later than its own log took it: a hub checked
+    out from a snapshot taken before that erasure (its ``erased_later``), where no
+    ``Erased`` record in the log names them.
     """
 
     start: int
-    run: bytes
+    envelopes: list[bytes]
     bodies: list[bytes]
     withheld: list[int] = []
     erased: list[int] = []
 
     @property
-    def envelopes(self) -> list[bytes]:
-        """The stored envelopes of the run, in order.
-
-        Raises:
-            ValueError: the run is cut short.
-        """
-        return split_envelopes(self.run)
+    def run(self) -> bytes:
+        """The envelopes as one run: the bytes their segment id hashes after its tag."""
+        return join_envelopes(self.envelopes)
 
 
 class PushResult(_Message, frozen=True, tag="result"):

@@ -45,13 +45,19 @@ from lessonledger.commands.messages import checked_command, decode_command
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.compaction import compact
-from lessonledger.ledger.envelope import SALT_BYTES, decode_envelope
+from lessonledger.ledger.envelope import ROLE_ACTORS, SALT_BYTES, decode_envelope
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, NAMES_A_KEY, Erased, decode_event
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.lmdb_env import LMDBHome, acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, Record, Writing
-from lessonledger.ledger.objects import SEGMENT_SIZE, SegmentHasher, merkle_root, segment_of
+from lessonledger.ledger.objects import (
+    SEGMENT_SIZE,
+    SegmentHasher,
+    join_envelopes,
+    merkle_root,
+    segment_of,
+)
 from lessonledger.ledger.packs import Pack, packs_tree, put_pack, unpack
 from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
@@ -302,10 +308,8 @@ class _Puller:
         #: later: taken by an erasure, in this pull or one committed at the hub since
         #: its hello (then the next pull brings it).
         self.missing: set[int] = set()
-        #: Whether whole chunks are stored as packs (a pull that does not fold), and
-        #: the chain link after the last one packed.
+        #: Whether whole chunks are stored as packs (a pull that does not fold).
         self.packing = not fold
-        self.packed_link = self.link
         self.packed = False
 
     def hello(self) -> bytes:
@@ -389,11 +393,7 @@ class _Puller:
     def _apply(self, chunk: Chunk) -> list[bytes]:
         assert self.refs is not None
         stop = self.asked.pop(chunk.start, None)
-        try:
-            envelopes = chunk.envelopes
-        except ValueError as e:
-            msg = f"the hub sent a chunk at {chunk.start} that is cut short"
-            raise ProtocolError(msg) from e
+        envelopes = chunk.envelopes
         count = len(envelopes)
         if stop is None or not count or count > stop - chunk.start + 1 \
                 or len(chunk.bodies) != count:
@@ -404,7 +404,8 @@ class _Puller:
         # crosses a segment's end): an altered envelope is named as the segment it is in,
         # before any envelope is decoded or body read.
         hasher = self.hasher.copy()
-        hasher.add_run(chunk.run, count)
+        run = join_envelopes(envelopes)
+        hasher.add_run(run, count)
         closes = last % SEGMENT_SIZE == 0
         checked = closes or last == self.refs.head
         if checked:
@@ -434,29 +435,33 @@ class _Puller:
             self.missing.update({p for p in range(chunk.start, last + 1)
                                  if not bodies[p - chunk.start]}
                                 - set(chunk.withheld) - set(chunk.erased))
-        pack = self._packed(chunk, envelopes, checked and not empty)
+        pack = self._packed(chunk, run, checked and not empty)
         rows: list[tuple[bytes, bytes | None]] = [] if pack is not None else list(zip(
             envelopes, [body or None for body in bodies] if empty else bodies, strict=True))
         self.queued.append(_Queued(chunk.start, count, rows, chunk.withheld, checked,
                                    count - empty, chunk.erased, pack))
-        self.queued_bytes += len(chunk.run) + sum(map(len, bodies))
+        self.queued_bytes += len(run) + sum(map(len, bodies))
         self.head, self.hasher = last, hasher
         if checked and (last == self.refs.head or self.queued_bytes >= BATCH_BYTES):
             self.flush()
         return [self._ask(last + 1, stop)] if last < stop else []
 
-    def _packed(self, chunk: Chunk, envelopes: list[bytes], whole: bool) -> Pack | None:
+    def _packed(self, chunk: Chunk, run: bytes, whole: bool) -> Pack | None:
         """The chunk as a pack, checked, or None: it goes in rows (and so does the rest).
 
         A pack is a chunk whose run hashed to its segment's id (``whole``: it closes its
         segment or reaches the head) with every body, no ``Erased`` record and nothing
         the hub withheld, so nothing of it waits for another object or touches the
         replica's state. Each body is checked against the commitment its envelope ends
-        with (its canonical form: a 32-byte ``bin 8``), and the chain is recomputed to
-        the hub's head link: a mismatch is refused as the row path refuses it.
+        with (its canonical form: a 32-byte ``bin 8``). The chain is not recomputed
+        here: the envelopes are the hub's (their segment ids hash to its root), so their
+        links follow from them, and :func:`~lessonledger.ledger.packs.unpack` computes
+        them as it lays the rows out, once, checking the link after the pull's last
+        pack against the hub's head link, which that pack holds.
         """
         assert self.refs is not None
-        if self.packing and not (whole and _ERASED_TYPE not in chunk.run
+        envelopes = chunk.envelopes
+        if self.packing and not (whole and _ERASED_TYPE not in run
                                  and not chunk.withheld and not chunk.erased
                                  and set(map(_COMMITMENT_MARK, envelopes)) == {_COMMITMENT}):
             # From here on in rows: what was packed is laid out first, behind it.
@@ -465,8 +470,8 @@ class _Puller:
             self.packing = False
         if not self.packing:
             return None
-        # Every body hashed and compared in C (map, then one list comparison): this and
-        # the chain below are a clone's work per event, and a Python loop doubled it.
+        # Every body hashed and compared in C (map, then one list comparison): this is a
+        # clone's work per event, and a Python loop doubled it.
         commitments = list(map(_COMMITMENT_OF, envelopes))
         if list(map(_DIGEST, map(sha256, chunk.bodies))) != commitments:
             for position, (commitment, body) in enumerate(zip(commitments, chunk.bodies,
@@ -474,15 +479,8 @@ class _Puller:
                 if sha256(body).digest() != commitment:
                     raise TamperedObjectError(kind="body", address=commitment, detail=(
                         f"the body at position {position} hashes otherwise"))
-        link = self.packed_link
-        for envelope in envelopes:
-            link = sha256(link + envelope).digest()
         last = chunk.start + len(envelopes) - 1
-        if last == self.refs.head and link != self.refs.link:
-            raise TamperedObjectError(kind="chain", address=self.refs.link,
-                                      detail=f"the chain link at position {last} differs")
-        self.packed_link = link
-        return Pack(chunk.run, chunk.bodies, link)
+        return Pack(run, chunk.bodies, self.refs.link if last == self.refs.head else b"")
 
     def flush(self) -> None:
         """Commit the queued chunks in one transaction, then fold them into the views.
@@ -653,7 +651,9 @@ def _names(command: bytes, what: str, subject: str, bound: str = "") -> bool:
     if not isinstance(fields, dict):
         return False
     if what == "principal" and bound:
-        return bound == subject
+        return bound == subject  # the hub writes its actor as the key's principal too
+    if what == "principal" and subject not in ROLE_ACTORS and fields.get("actor") == subject:
+        return True  # what it wrote as actor is the principal's too
     if what in ("outcome", "lesson"):
         key, principal = fields.get("key"), bound or fields.get("principal", "")
         made = (str(derived_id(command_id(key, principal), what))

@@ -30,7 +30,7 @@ from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import AnyCommand, decode_command
 from lessonledger.commands.receipts import Receipt
-from lessonledger.ledger.envelope import SALT_BYTES, Envelope, decode_envelope
+from lessonledger.ledger.envelope import ROLE_ACTORS, SALT_BYTES, Envelope, decode_envelope
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.events import (
     ERASED,
@@ -41,7 +41,6 @@ from lessonledger.ledger.events import (
 )
 from lessonledger.ledger.objects import (
     SEGMENT_SIZE,
-    join_envelopes,
     merkle_root,
     segment_id,
     segment_of,
@@ -224,7 +223,7 @@ class SyncService:
             every = cast(list[bytes], kept)
             if sum(map(len, every)) <= budget and not view.tombstoned_within(start, stop):
                 # The usual segment: every body there and sent, none needs a look.
-                return Chunk(start, join_envelopes(stored), every)
+                return Chunk(start, stored, every)
         bodies: list[bytes] = []
         withheld: list[int] = []
         erased: list[int] = []
@@ -254,7 +253,7 @@ class SyncService:
             budget -= len(sent)
             bodies.append(sent)
         envelopes = stored[:len(bodies)]
-        return Chunk(start, join_envelopes(envelopes), bodies, withheld, erased)
+        return Chunk(start, envelopes, bodies, withheld, erased)
 
     def _fetch_many(self, fetch: FetchMany, peer: str, grant: Grant | None,
                     access: Access | None = None) -> list[Chunk] | Refused:
@@ -345,8 +344,12 @@ class SyncService:
                     results.append(PushResult(command.key, refused=str(e)))
                     continue
                 command = bound_to_caller(command, keyless.principal)
-            gone = [f"{what} {subject!r}" for what, subject in
-                    (("principal", command.principal), ("session", command.session))
+            # Whose the command is: its principal, and its actor when a person (an
+            # erasure of a principal takes what it wrote as actor too).
+            named = [("principal", command.principal), ("session", command.session)]
+            if command.actor not in ROLE_ACTORS:
+                named.append(("principal", command.actor))
+            gone = [f"{what} {subject!r}" for what, subject in named
                     if subject and (what, subject) in erased]
             if gone:
                 results.append(PushResult(command.key, refused=(

@@ -61,8 +61,9 @@ __all__ = [
     "register_kind",
 ]
 
-#: The protocol version this module speaks; a frame of any other is refused.
-PROTOCOL_VERSION: Final = 1
+#: The protocol version this module speaks; a frame of any other is refused. 2: a sync
+#: chunk carries its envelopes as a list of ``bin``, not one length-prefixed run.
+PROTOCOL_VERSION: Final = 2
 #: Largest frame accepted: one maximal event submission, plus room for the framing. A
 #: batch of commands must fit too; larger work is split by the sender.
 MAX_FRAME_BYTES: Final = MAX_SUBMISSION_BYTES + (64 << 10)

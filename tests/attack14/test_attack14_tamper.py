@@ -16,7 +16,6 @@ from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope, encode_envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
-from lessonledger.ledger.objects import join_envelopes
 from lessonledger.sync.protocol import Chunk
 from lessonledger.sync.replica import pull
 from lessonledger.sync.transport import ZmqExchange
@@ -63,7 +62,7 @@ def _forge_first_principal(chunk: Chunk) -> Chunk:
     assert first.principal == "alice"
     forged = encode_envelope(msgspec.structs.replace(first, principal="mallo"))
     assert len(forged) == len(envelopes[0])
-    return Chunk(chunk.start, join_envelopes([forged, *envelopes[1:]]), chunk.bodies,
+    return Chunk(chunk.start, [forged, *envelopes[1:]], chunk.bodies,
                  chunk.withheld, chunk.erased)
 
 

@@ -33,7 +33,6 @@ from lessonledger.commands import open_ledger
 from lessonledger.ledger.envelope import Envelope, decode_envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
-from lessonledger.ledger.objects import join_envelopes
 from lessonledger.sync import wire
 from lessonledger.sync.protocol import Chunk, SyncReplyFrame, decode_reply, encode
 from residue import windows, windows_left
@@ -330,7 +329,7 @@ def _flip_body(chunk: Chunk) -> tuple[Chunk, bytes]:
     body[len(body) // 2] ^= 0x20
     bodies = [*chunk.bodies[:i], bytes(body), *chunk.bodies[i + 1:]]
     commitment = msgspec.msgpack.decode(chunk.envelopes[i], type=Envelope).commitment
-    return Chunk(chunk.start, chunk.run, bodies, chunk.withheld), commitment
+    return Chunk(chunk.start, chunk.envelopes, bodies, chunk.withheld), commitment
 
 
 def _flip_envelope(chunk: Chunk) -> tuple[Chunk, bytes]:
@@ -339,7 +338,7 @@ def _flip_envelope(chunk: Chunk) -> tuple[Chunk, bytes]:
     envelopes = [*chunk.envelopes[:40], bytes(envelope), *chunk.envelopes[41:]]
     from lessonledger.ledger.objects import segment_id
 
-    return Chunk(chunk.start, join_envelopes(envelopes), chunk.bodies, chunk.withheld), segment_id(
+    return Chunk(chunk.start, envelopes, chunk.bodies, chunk.withheld), segment_id(
         chunk.envelopes)
 
 

@@ -21,7 +21,6 @@ from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.events import ERASED, SNAPSHOT_TAKEN
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
-from lessonledger.ledger.objects import join_envelopes
 from lessonledger.ledger.verify import verify
 from lessonledger.projections.views import object_view
 from lessonledger.sync.errors import DivergedError, TamperedObjectError, UnreachableError
@@ -178,7 +177,7 @@ def _flip_envelope(chunk: Chunk) -> Chunk:
     damaged = bytearray(envelopes[i])
     damaged[-5] ^= 0x01
     envelopes[i] = bytes(damaged)
-    return Chunk(chunk.start, join_envelopes(envelopes), chunk.bodies, chunk.withheld)
+    return Chunk(chunk.start, envelopes, chunk.bodies, chunk.withheld)
 
 
 def _flip_body(chunk: Chunk) -> Chunk:
@@ -186,7 +185,7 @@ def _flip_body(chunk: Chunk) -> Chunk:
     damaged = bytearray(bodies[3])
     damaged[len(damaged) // 2] ^= 0x40
     bodies[3] = bytes(damaged)
-    return Chunk(chunk.start, chunk.run, bodies, chunk.withheld)
+    return Chunk(chunk.start, chunk.envelopes, bodies, chunk.withheld)
 
 
 @pytest.mark.parametrize("fold", [True, False])  # without a fold, chunks are packed
