@@ -31,12 +31,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lessonledger.ledger.log import EventLog, NewEvent, Writing
+from lessonledger.ledger.lmdb_env import acquire, release
+from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Writing
 
-__all__ = ["DEFAULT_DELAY", "DeferredRecords"]
+__all__ = ["DEFAULT_DELAY", "DeferredRecords", "HeldRecords"]
 
 #: Seconds a queued record waits at most for a command to carry it.
 DEFAULT_DELAY = 0.05
+#: Seconds a process that has answered waits at most to commit its held records.
+HELD_WAIT = 5.0
 
 
 class DeferredRecords:
@@ -90,7 +93,7 @@ class DeferredRecords:
                 return
             self._in_flight = len(events)
             try:
-                self._log.append(events)
+                self._log.append_decided(events)
             except BaseException:
                 self._restore(events)
                 raise
@@ -175,3 +178,67 @@ class DeferredRecords:
                 self.error = e
             with self._flushed:
                 self._flushed.notify_all()
+
+
+class HeldRecords:
+    """The records of a process that reads its home without opening it to write.
+
+    Held in memory, and committed once that process has let go of the home (see
+    :func:`~lessonledger.ledger.lmdb_env.reading`): its answers never wait for another
+    process's write transaction; only this commit, after them, does.
+
+    Args:
+        path: the home's directory, opened to write only for the commit.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._events: list[NewEvent] = []
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def add(self, event: NewEvent) -> None:
+        """Hold an event until :meth:`close`."""
+        self._events.append(event)
+
+    def drain(self, timeout: float) -> bool:
+        """Nothing is committed before :meth:`close`: True only when none is held."""
+        return not self._events
+
+    def close(self, timeout: float = HELD_WAIT) -> int:
+        """Commit what is held, in one transaction; call once the reader let go.
+
+        Waits at most ``timeout`` seconds for the write lock: a process stuck inside a
+        long transaction must not keep a query that has answered from exiting. Returns
+        how many records were not committed (lost, as a crash within a deferred window
+        loses them).
+
+        Raises:
+            LedgerError: the append failed.
+        """
+        events, self._events = self._events, []
+        if not events:
+            return 0
+        failed: list[BaseException] = []
+
+        def commit() -> None:
+            try:
+                home = acquire(self._path)
+                try:
+                    EventLog(home, LOG_NAME).append_decided(events)
+                finally:
+                    release(home)
+            except BaseException as e:  # re-raised below, in the caller's thread
+                failed.append(e)
+
+        # A daemon thread: one still waiting for the lock when the process exits just
+        # ends with it, before its transaction began.
+        thread = threading.Thread(target=commit, name="lessonledger-held", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            return len(events)
+        if failed:
+            raise failed[0]
+        return 0

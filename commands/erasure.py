@@ -84,6 +84,8 @@ class NothingToEraseError(InvalidCommandError):
     """No event names this principal or session, or all of theirs are erased already."""
 
     def __init__(self, what: str, subject: str, erased: int) -> None:
+        #: How many of their events are erased already (0: none names them).
+        self.erased = erased
         if erased:
             msg = f"the {erased} events of {what} {subject!r} are erased already"
         else:

@@ -57,6 +57,9 @@ _SPACES = re.compile(r"[^\S\n]+")
 
 def injection_pattern(text: str) -> str | None:
     """The name of the first injection shape found in ``text`` (or its folded form), or None."""
+    # Lines as the renderer splits them (``str.splitlines``: CR, VT, FF, FS, NEL, LS, PS
+    # too), so a role line behind any of those breaks is seen as one.
+    text = "\n".join(text.splitlines())
     plain = _SPACES.sub(" ", folded(text))
     readings = dict.fromkeys([text, plain, html.unescape(plain)])
     for name, pattern in _PATTERNS:

@@ -44,6 +44,7 @@ from lessonledger.commands.erasure import (
 from lessonledger.commands.errors import (
     BatchRefusedError,
     CommandError,
+    CredentialError,
     InvalidCommandError,
     KeyReusedError,
 )
@@ -189,7 +190,7 @@ class Ledger(CommandVerbs, ReadSide):
 
     def _refresh(self) -> int:
         """Fold what others appended, leaving this process's queued records queued."""
-        self._fold(self.log, self.log.append)
+        self._fold(self.log, self.log.append_decided)
         self._settle()
         return self.view.position
 
@@ -271,6 +272,16 @@ class Ledger(CommandVerbs, ReadSide):
         ids = [derived_id(trigger, f"policy:{i}") for i in range(len(decided))]
         if log.position_of(ids[0].bytes) is not None:
             return  # decided before: by the command's own transaction, or another reader
+        # A lesson's text joins fields that passed the screen one by one (a target
+        # ``--password`` and an error ``hunter2xyz``) into what may be a credential: then
+        # the command that set it off is refused. Folding another's append, nothing is
+        # written rather than a home no process could open.
+        try:
+            refuse_recorded(decided)
+        except CredentialError:
+            if isinstance(log, Writing):
+                raise
+            return
         append([
             new_event(event, stream=eid, version=0, event_id=eid, actor="policy",
                       principal=env.principal, session=env.session,

@@ -27,7 +27,7 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.audit import Why, explain
-from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords
+from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords, HeldRecords
 from lessonledger.commands.errors import (
     InvalidCommandError,
     LessonNotFoundError,
@@ -36,9 +36,16 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
-from lessonledger.ledger.errors import LedgerClosedError
-from lessonledger.ledger.events import Erased, Key, decode_event
-from lessonledger.ledger.lmdb_env import LMDBHome, acquire, on_read_only_filesystem, release
+from lessonledger.ledger.errors import LedgerClosedError, LedgerConfigError
+from lessonledger.ledger.events import Erased, Key, Text, decode_event
+from lessonledger.ledger.lmdb_env import (
+    LMDBHome,
+    acquire,
+    on_read_only_filesystem,
+    opened_here,
+    reading,
+    release,
+)
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent
 from lessonledger.projections.access import Grant
@@ -104,7 +111,7 @@ class ReadSide:
     log: EventLog
     runner: Runner
     recaller: Recaller
-    _records: DeferredRecords | None
+    _records: DeferredRecords | HeldRecords | None
     _lock: HomeLock
     _erasures: int
 
@@ -185,7 +192,7 @@ class ReadSide:
         exactly from the texts. The record carries the query, ``principal`` and ``session``.
         """
         project = checked_project(project)
-        checked_text(query, "$.query")
+        checked_text(query, "$.query", Text)
         _checked_stamp(session, actor, principal)
         if record and as_of is None:
             refuse_query(query=query, session=session, actor=actor, principal=principal)
@@ -241,7 +248,7 @@ class ReadSide:
         if project is not None:
             project = checked_project(project)
         if query is not None:
-            checked_text(query, "$.query")
+            checked_text(query, "$.query", Text)
         with self._lock:
             self._read(usage=True)
             view = self.view if as_of is None else self.view_at(as_of)
@@ -426,9 +433,15 @@ class Reader(ReadSide):
     ``read_only`` (automatic on a filesystem mounted read-only) not a byte is written:
     no lock file, no reader table, no records; only safe while nobody writes the home.
 
+    With ``one_shot`` (a process that answers and exits: the CLI) a writable home is
+    opened to read only, with LMDB's reader table (:func:`~lessonledger.ledger.lmdb_env.
+    reading`), so no answer waits for another process's write transaction, and the
+    recall records are committed as it closes.
+
     Args:
         home: the home directory; it must exist.
         read_only: open without writing a byte; None decides by the filesystem.
+        one_shot: open to read only, records held until :meth:`close` (see above).
         rules: the lesson rules' figures, as the writers use them.
         embedder: the embedder the index was built with (the default when omitted).
         record_delay: seconds within which a queued recall record is committed.
@@ -438,20 +451,37 @@ class Reader(ReadSide):
 
     def __init__(self, home: str | os.PathLike[str], *, read_only: bool | None = None,
                  rules: Rules | None = None, embedder: Embedder | None = None,
-                 record_delay: float = DEFAULT_DELAY, record: bool = True) -> None:
+                 record_delay: float = DEFAULT_DELAY, record: bool = True,
+                 one_shot: bool = False) -> None:
         path = os.path.expanduser(os.fspath(home))
         self.read_only = on_read_only_filesystem(path) if read_only is None else read_only
         self._stack = contextlib.ExitStack()
         self._home: LMDBHome
+        held = False
         if self.read_only:
             self._home = self._stack.enter_context(read_only_home(path))
+        elif one_shot and opened_here(path) is not None:
+            self._home = acquire(path)  # shared with what has it open here
+            self._stack.callback(release, self._home)
+        elif one_shot:
+            try:
+                self._home = self._stack.enter_context(reading(path))
+                held = True
+            except LedgerConfigError:
+                # Packs to lay out first (a fresh clone), which only a writable open does;
+                # or it cannot be read so, which that open then says why.
+                self._home = acquire(path)
+                self._stack.callback(release, self._home)
         else:
             self._home = acquire(path)
             self._stack.callback(release, self._home)
         self.home = self._home.path
+        #: Records held (``one_shot``) that :meth:`close` could not commit in time.
+        self.unrecorded = 0
         try:
             self.log = EventLog(self._home, LOG_NAME)
             self._records = (None if self.read_only or not record
+                             else HeldRecords(self.home) if held
                              else DeferredRecords(self.log, record_delay))
             self.runner = Runner(registry(rules), ViewStore(self._home))
             self._erasures = self.runner.erasures
@@ -470,11 +500,14 @@ class Reader(ReadSide):
             return
         with self._lock:
             try:
-                if self._records is not None:
+                if isinstance(self._records, DeferredRecords):
                     self._records.close()
             finally:
                 self._stack.close()
                 self._lock.closed = self.home
+            if isinstance(self._records, HeldRecords):
+                # The home let go of, it may be opened to write.
+                self.unrecorded = self._records.close()
 
     def __enter__(self) -> Self:
         return self

@@ -215,7 +215,7 @@ def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,
     """
     eid = new_event_id()
     return new_event(
-        LessonRecalled(lesson_ids=lesson_ids, project=project, query=query[:8192]),
+        LessonRecalled(lesson_ids=lesson_ids, project=project, query=query),
         stream=eid, version=0, event_id=eid, actor=actor, principal=principal,
         session=session, occurred_at=time.time_ns())
 

@@ -44,9 +44,17 @@ import lmdb
 import msgspec
 from lessonledger.ledger.durable_files import fsync_path
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
-from lessonledger.ledger.lmdb_env import MAX_DBS, open_environment, open_lock_file
+from lessonledger.ledger.lmdb_env import (
+    MAX_DBS,
+    UNSWEPT_TREE,
+    acquire,
+    compaction_due,
+    open_environment,
+    open_lock_file,
+    release,
+)
 
-__all__ = ["Compacted", "check_unused", "compact"]
+__all__ = ["Compacted", "check_unused", "compact", "due"]
 
 _DATA_FILE = "data.mdb"
 #: Temporary directories of compactions; one left behind was cut short by a crash.
@@ -96,6 +104,15 @@ def compact(path: str) -> Compacted:
     finally:
         os.close(lock)  # drops the exclusive flock: openers waiting on it go ahead
     return Compacted(before, after, time.perf_counter() - started)
+
+
+def due(path: str) -> bool:
+    """True when bodies were deleted from the home at ``path`` since its last compaction."""
+    home = acquire(path)
+    try:
+        return compaction_due(home)
+    finally:
+        release(home)
 
 
 def check_unused(path: str) -> None:
@@ -216,6 +233,8 @@ def _main_entries(
     plain: list[tuple[bytes, bytes]] = []
     trees: dict[bytes, tuple[lmdb._Database, dict[str, Any]]] = {}
     for key, value in txn.cursor().iternext():
+        if key == UNSWEPT_TREE:
+            continue  # what this compaction sweeps: the copy holds no erased byte
         try:
             db = env.open_db(key, txn=txn, create=False)
         except lmdb.IncompatibleError:  # an entry of the main tree, not a named tree

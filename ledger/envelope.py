@@ -23,6 +23,7 @@ __all__ = [
     "GENESIS",
     "LINK_BYTES",
     "MAX_BODY_BYTES",
+    "MAX_NAME_CHARS",
     "ROLE_ACTORS",
     "SALT_BYTES",
     "Digest",
@@ -54,6 +55,9 @@ GENESIS = Digest(bytes(32))
 ROLE_ACTORS = frozenset({"agent", "policy", "ledger"})
 #: LMDB refuses keys over 511 bytes; a stream key is 1 tag + 2 length + id + 8 version.
 MAX_STREAM_ID_BYTES = 400
+#: Longest actor, principal, session or scope an envelope holds: a command's bound on
+#: the names it carries, so every view keyed by a name (the audit index) can key it.
+MAX_NAME_CHARS = 200
 
 
 class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):

@@ -31,16 +31,20 @@ __all__ = [
     "DEFAULT_MAP_SIZE",
     "LOCK_FILE",
     "MAX_DBS",
+    "UNSWEPT_TREE",
     "LMDBHome",
     "acquire",
     "check_length",
+    "compaction_due",
     "let_go_of_pages",
     "on_read_only_filesystem",
     "open_environment",
     "open_lock_file",
     "opened_here",
     "outside_home",
+    "read_here",
     "read_only",
+    "reading",
     "release",
 ]
 
@@ -50,6 +54,9 @@ DEFAULT_MAP_SIZE = 64 << 30
 MAX_DBS = 128
 #: The file whose flock says who has a home open: shared while open, exclusive to compact.
 LOCK_FILE = "home.lock"
+#: A tree that exists while bodies deleted since the last compaction may still sit in
+#: free pages: an erasure makes it, a compaction (which copies every other tree) drops it.
+UNSWEPT_TREE = b"unswept"
 
 
 @dataclass
@@ -103,8 +110,15 @@ class LMDBHome:
                             if txn.get(key) is None:
                                 return None
                     # LMDB keeps a handle opened in a read transaction for that
-                    # transaction only, so an existing tree is opened as always.
-                    handle = self.env.open_db(key, create=create)
+                    # transaction only, so a writable environment opens even an existing
+                    # tree in a write transaction: begun here, since py-lmdb begins its
+                    # own without letting go of the GIL, and every thread of the process
+                    # would stop while another process's transaction lasts.
+                    if self.env.flags()["readonly"]:
+                        handle = self.env.open_db(key, create=create)
+                    else:
+                        with self.env.begin(write=True) as txn:
+                            handle = self.env.open_db(key, txn=txn, create=create)
                     self._dbs[key] = handle
         return handle
 
@@ -310,6 +324,85 @@ def read_only(path: str) -> Iterator[LMDBHome]:
         env.close()
 
 
+def compaction_due(home: LMDBHome) -> bool:
+    """True when bodies were deleted since the home was last compacted."""
+    with home.env.begin() as txn:
+        return txn.get(UNSWEPT_TREE) is not None
+
+
+#: Homes this process has open through :func:`reading`, by real path, with their users.
+_reading: dict[str, tuple[LMDBHome, int]] = {}
+
+
+@contextmanager
+def reading(path: str) -> Iterator[LMDBHome]:
+    """Open a home to read it beside its writers, never waiting on their write lock.
+
+    LMDB's environment opened read-only, with its reader table: a writable environment
+    opens each tree in a write transaction, so a process that has just started would
+    wait for any other process's transaction to end before its first answer. The home's
+    ``home.lock`` is held shared, as :func:`acquire` holds it (a compaction waits).
+    Nothing can be written through it; readers of one home in a process share it, and
+    :func:`acquire` refuses the home meanwhile (LMDB forbids two environments of one
+    file in a process).
+
+    Raises:
+        LedgerConfigError: LMDB cannot open it, it holds packs not laid out yet, or this
+            process has it open to write.
+    """
+    real = os.path.realpath(path)
+    with _homes_lock:
+        shared = _reading.get(real)
+        if shared is not None:
+            _reading[real] = (shared[0], shared[1] + 1)
+    if shared is not None:
+        try:
+            yield shared[0]
+        finally:
+            _let_go_reading(real)
+        return
+    if opened_here(real) is not None:
+        msg = f"ledger home {real!r} is open in this process to write; read it through that"
+        raise LedgerConfigError(msg)
+    fd = _lock_shared(real)
+    try:
+        env = lmdb.open(real, readonly=True, lock=True, max_dbs=MAX_DBS,
+                        map_size=DEFAULT_MAP_SIZE, create=False, max_readers=512)
+    except lmdb.Error as e:
+        os.close(fd)
+        msg = f"cannot open ledger home {real!r} to read: {e}; check the path"
+        raise LedgerConfigError(msg) from e
+    home = LMDBHome(real, env, sync=False, lock_fd=fd)
+    with _homes_lock:
+        _reading[real] = (home, 1)
+    try:
+        check_length(env, real)
+        from lessonledger.ledger.packs import refuse_pending  # it builds on the log
+
+        refuse_pending(home)
+        yield home
+    finally:
+        _let_go_reading(real)
+
+
+def _let_go_reading(real: str) -> None:
+    with _homes_lock:
+        home, users = _reading[real]
+        if users > 1:
+            _reading[real] = (home, users - 1)
+            return
+        del _reading[real]
+    home.env.close()
+    os.close(home.lock_fd)
+
+
+def read_here(path: str) -> LMDBHome | None:
+    """The home at ``path`` if this process has it open through :func:`reading`."""
+    with _homes_lock:
+        shared = _reading.get(os.path.realpath(path))
+    return None if shared is None else shared[0]
+
+
 def opened_here(path: str) -> LMDBHome | None:
     """The home at ``path`` if this process has it open (LMDB forbids opening it twice)."""
     with _homes_lock:
@@ -390,6 +483,10 @@ def acquire(path: str, *, sync: bool = True, map_size: int = DEFAULT_MAP_SIZE) -
         msg = f"cannot create ledger home {path!r}: {e.strerror}; choose a writable directory"
         raise LedgerConfigError(msg) from e
     real = os.path.realpath(path)
+    if real in _reading:
+        msg = (f"ledger home {real!r} is open in this process to read only; close that "
+               "reader before opening it to write")
+        raise LedgerConfigError(msg)
     home, opened = _open(real, sync, map_size)
     if opened:
         # A pull that packed while others here had the home open laid them out itself.

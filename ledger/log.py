@@ -35,6 +35,7 @@ from lessonledger.ledger.envelope import (
     GENESIS,
     LINK_BYTES,
     MAX_BODY_BYTES,
+    MAX_NAME_CHARS,
     MAX_STREAM_ID_BYTES,
     SALT_BYTES,
     Envelope,
@@ -46,6 +47,7 @@ from lessonledger.ledger.envelope import (
 )
 from lessonledger.ledger.errors import (
     BodyTooLargeError,
+    CredentialEventError,
     IdempotencyConflictError,
     InvalidEventError,
     LedgerCorruptError,
@@ -53,7 +55,9 @@ from lessonledger.ledger.errors import (
     ReplayMismatchError,
     StreamConflictError,
 )
-from lessonledger.ledger.lmdb_env import LMDBHome
+from lessonledger.ledger.events import EVENT_TYPES, decode_event, tag_of
+from lessonledger.ledger.lmdb_env import UNSWEPT_TREE, LMDBHome
+from lessonledger.ledger.secrets import credential_field
 
 __all__ = ["LOG_NAME", "EventLog", "NewEvent", "Record", "Writing", "log_names"]
 
@@ -102,6 +106,44 @@ class Record(NamedTuple):
     payload: bytes | None
 
 
+def _refuse_unfoldable(events: Sequence[NewEvent]) -> None:
+    """Refuse a catalogue event appended raw that no view could fold, or holding a secret.
+
+    The ledger's own events come from checked commands; one appended through the public
+    path (a script, an application) is checked here as a submission is: its body must be
+    the catalogue event its type names (else every fold after it would fail), and
+    neither the body nor the envelope's names may hold a credential. Other types (an
+    eventsourcing application's) are the application's to check.
+
+    Raises:
+        InvalidEventError: a body is not its type's event.
+        CredentialEventError: a field looks like a credential.
+    """
+    for index, event in enumerate(events):
+        if event.type not in EVENT_TYPES:
+            continue
+        where = f"$[{index}]"
+        try:
+            decoded = decode_event(event.payload)
+        except msgspec.DecodeError as e:
+            msg = (f"the body at {where} is not a {event.type!r} event ({e}); encode the "
+                   "catalogue event itself, or use a type of your own")
+            raise InvalidEventError(msg, f"{where}.payload") from None
+        if tag_of(type(decoded)) != event.type:
+            msg = (f"the body at {where} is a {tag_of(type(decoded))!r} event, not the "
+                   f"{event.type!r} its type names")
+            raise InvalidEventError(msg, f"{where}.type")
+        names = {"actor": event.actor, "principal": event.principal, "session": event.session}
+        found = (credential_field(names, path=where)
+                 or credential_field(decoded, skip=decoded.public_keys, path=f"{where}.payload"))
+        if found is not None:
+            raise CredentialEventError(found[1], found[0])
+
+
+#: The envelope's names, each at most :data:`MAX_NAME_CHARS` long.
+_NAMES = ("actor", "principal", "session", "scope")
+
+
 def _refuse(event: NewEvent, where: str) -> None:
     """Raise the precise error for an event that the append loop found unstorable."""
     if len(event.payload) > MAX_BODY_BYTES:
@@ -115,6 +157,11 @@ def _refuse(event: NewEvent, where: str) -> None:
     if not -_OFFSET <= event.version < _OFFSET:
         msg = f"version {event.version} is out of the 64-bit range at {where}.version"
         raise InvalidEventError(msg, f"{where}.version")
+    for name in _NAMES:
+        if len(getattr(event, name)) > MAX_NAME_CHARS:
+            msg = (f"{name} is over {MAX_NAME_CHARS} characters at {where}.{name}; "
+                   "use a shorter name or a digest")
+            raise InvalidEventError(msg, f"{where}.{name}")
     msg = f"stream id is over {MAX_STREAM_ID_BYTES} bytes at {where}.stream; use a digest"
     raise InvalidEventError(msg, f"{where}.stream")
 
@@ -224,6 +271,20 @@ class EventLog:
             IdempotencyConflictError: an id was used before for another event.
             InvalidEventError: an event cannot be stored; nothing written.
         """
+        _refuse_unfoldable(events)
+        return self.append_decided(events, also=also)
+
+    def append_decided(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        also: Callable[[lmdb.Transaction], None] | None = None,
+    ) -> list[Position]:
+        """As :meth:`append`, for events code made, not taken from outside.
+
+        A policy's, a queued recall record, a benchmark's: their bodies are not decoded
+        and screened again (each was built from a typed event by ``new_event``).
+        """
         with self.writing() as writing:
             positions = writing.append(events)
             if also is not None:
@@ -299,6 +360,9 @@ class EventLog:
                 len(payload) <= MAX_BODY_BYTES and len(stream) <= _MAX_STREAM_KEY
                 and (not event_id or len(event_id) == 16)
                 and 0 <= occurred_at < _OFFSET and -_OFFSET <= version < _OFFSET
+                and len(event.actor) <= MAX_NAME_CHARS
+                and len(event.principal) <= MAX_NAME_CHARS
+                and len(event.session) <= MAX_NAME_CHARS and len(event.scope) <= MAX_NAME_CHARS
             ):
                 _refuse(event, f"$[{position - first}]")
             pkey = _pack_position(position)
@@ -649,8 +713,13 @@ class Writing:
                 raise ReplayMismatchError(position, f"the envelope there is position "
                                           f"{envelope.position} (events missing or reordered)")
             event_id, stream = envelope.event_id, envelope.stream
-            if len(event_id) not in (0, 16) or len(stream) > _MAX_STREAM_KEY:
-                raise ReplayMismatchError(position, "its event id or stream id is not one a "
+            if len(event_id) not in (0, 16) or len(stream) > _MAX_STREAM_KEY \
+                    or len(envelope.actor) > MAX_NAME_CHARS \
+                    or len(envelope.principal) > MAX_NAME_CHARS \
+                    or len(envelope.session) > MAX_NAME_CHARS \
+                    or len(envelope.scope) > MAX_NAME_CHARS:
+                raise ReplayMismatchError(position, "its event id, stream id or a name "
+                                          "(actor, principal, session, scope) is not one a "
                                           "log stores")
             if not envelopes_checked and encode_envelope(envelope) != stored:
                 raise ReplayMismatchError(position, "the envelope is not in its canonical form")
@@ -707,7 +776,11 @@ class Writing:
 
     def erase_bodies(self, positions: Sequence[int]) -> int:
         """As :meth:`EventLog.erase_bodies`, committed when the block ends."""
-        return sum(bool(self._txn.delete(_key(p, _BODY), db=self._log._log)) for p in positions)
+        gone = sum(bool(self._txn.delete(_key(p, _BODY), db=self._log._log)) for p in positions)
+        if gone:
+            # Their bytes stay in free pages until a compaction, which drops this tree.
+            self._log._env.open_db(UNSWEPT_TREE, txn=self._txn)
+        return gone
 
     def scan(self, start: int = 1) -> Iterator[Record]:
         """Every record from ``start`` on, including this block's own appends so far."""

@@ -105,6 +105,22 @@ _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("Secret Keyword", r"passphrase['\"]?\s*[=:]\s*['\"]?+(?![$<{*%])[^\s'\"]{6,}",
          re.IGNORECASE),
         ("Hugging Face token", r"\bhf_[A-Za-z0-9]{34,}\b", 0),
+        # Vendor-prefixed tokens no plugin knows (SlackDetector: xox? only).
+        ("Slack Token", r"\bxapp-[0-9]-[A-Za-z0-9-]{20,}", 0),
+        ("Vault token", r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}", 0),
+        ("DigitalOcean token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", 0),
+        ("Shopify token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", 0),
+        ("Databricks token", r"\bdapi[a-f0-9]{32}(?:-[0-9])?\b", 0),
+        ("Grafana token", r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b|\bglc_[A-Za-z0-9+/]{32,}", 0),
+        ("Postman API key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b", 0),
+        ("Linear API key", r"\blin_api_[A-Za-z0-9]{40}\b", 0),
+        ("age secret key", r"\bAGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}\b", 0),
+        ("Discord webhook", r"discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]{60,}", 0),
+        # KeywordDetector reads neither Go's := nor an XML element holding the value.
+        ("Secret Keyword", r"(?:password|passwd|secret)\w*\s*:=\s*['\"`]?+(?![$<{*%])"
+         r"[^\s'\"`]{6,}", re.IGNORECASE),
+        ("Secret Keyword", r"<(password|passwd|secret|api_?key|token)>\s*(?![$<{*%])"
+         r"[^<\s]{6,}\s*</\1>", re.IGNORECASE),
     )
 )
 

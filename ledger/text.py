@@ -29,6 +29,18 @@ _ESCAPES |= {
     for c in (0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F),
               *range(0x2066, 0x206A))
 }
+#: Format characters (Unicode category Cf, as of Unicode 15): invisible, yet a model
+#: reads them (tag characters can spell a hidden instruction) and a name holding a
+#: zero-width space prints as another's. Shown as ``\uNNNN`` (``\UNNNNNNNN`` past the BMP).
+_FORMAT = ((0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F),
+           (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
+           (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+           (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F),
+           (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F))
+_ESCAPES |= {
+    c: f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
+    for first, last in _FORMAT for c in range(first, last + 1)
+}
 
 
 def printable(text: str) -> str:
@@ -47,6 +59,11 @@ _LOOKALIKES = str.maketrans({
     **dict.fromkeys("\u2039\u2329\u27e8\u3008\u276e\u02c2\u1438\u226a", "<"),
     **dict.fromkeys("\u203a\u232a\u27e9\u3009\u276f\u02c3\u1433\u226b", ">"),
     **dict.fromkeys("\u00a6\u01c0\u2223\u23d0\u2502\u05c0", "|"),
+    # Quotes, colons and blanks a credential's "key = 'value'" may be spelt with.
+    **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\u00ab\u00bb", '"'),
+    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032", "'"),
+    **dict.fromkeys("\u2236\u02d0\ua789\u05c3", ":"),
+    "\u2800": " ", "\u3164": " ", "\u115f": " ", "\u1160": " ",
 })
 
 
@@ -55,10 +72,15 @@ def folded(text: str) -> str:
 
     Format characters (Unicode category Cf: zero-width spaces and joiners, the soft
     hyphen, bidi controls, the BOM) are removed, the rest is NFKC-normalised (fullwidth
-    letters become ASCII, a no-break space a space), and the few angle-bracket and
-    vertical-bar lookalikes NFKC keeps are made ASCII. Case is kept.
+    letters become ASCII, a no-break space a space), combining marks left over are
+    removed, and the angle-bracket, vertical-bar, quote, colon and blank lookalikes NFKC
+    keeps are made ASCII. Case is kept.
     """
     if text.isascii():
         return text
     kept = "".join(c for c in text if unicodedata.category(c) != "Cf")
-    return unicodedata.normalize("NFKC", kept).translate(_LOOKALIKES)
+    normal = unicodedata.normalize("NFKC", kept)
+    # Marks NFKC did not compose into a letter (a grapheme joiner, a variation selector)
+    # only hide what they sit in; a check reads the text without them.
+    bare = "".join(c for c in normal if unicodedata.category(c) != "Mn")
+    return bare.translate(_LOOKALIKES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,11 @@ def require() -> type[Figure]:
 
 
 def _save(figure: Figure, path: Path) -> None:
-    figure.savefig(path, format=FORMATS[path.suffix.lower()], metadata=_metadata(path))
+    # A glyph the font lacks (a stored control, CJK, emoji) is drawn as a box; without
+    # this, matplotlib warns on stderr quoting the character raw, once per glyph.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        figure.savefig(path, format=FORMATS[path.suffix.lower()], metadata=_metadata(path))
 
 
 def _metadata(path: Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lessonledger.ledger.text import printable
 from lessonledger.ops import (
     access_commands,
     completion_commands,
@@ -37,7 +38,8 @@ __all__ = ["main", "parser"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}; see `{self.prog} --help`\n")
+        # The message quotes what was typed: escaped, as every line a user sees.
+        self.exit(2, f"{self.prog}: {printable(message)}; see `{self.prog} --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:

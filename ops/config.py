@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
@@ -19,6 +20,8 @@ from lessonledger.ledger.lmdb_env import (
     check_length,
     on_read_only_filesystem,
     opened_here,
+    read_here,
+    reading,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
@@ -53,7 +56,7 @@ _LMDB_MAGIC = 0xBEEFC0DE
 _MAGIC_AT = 16
 #: The trees our module makes: a log's (``<name>.log``, ``.streams``, ``.ids``, and an
 #: application's ``.tracking``), the saved views, and sync's state (``sync``).
-_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking|packs)|views|sync)\Z")
+_OUR_TREES = re.compile(rb"(?s:.+\.(?:log|streams|ids|tracking|packs)|views|sync|unswept)\Z")
 
 
 #: The longest wait a seconds option takes (about 11 days): past it, ZeroMQ's and the
@@ -85,7 +88,7 @@ def seconds_or_zero(text: str) -> float:
 
 def tree_names(home: Path) -> list[bytes]:
     """The named trees in ``home``'s LMDB file, read without writing a byte (no lock)."""
-    here = opened_here(str(home))
+    here = opened_here(str(home)) or read_here(str(home))
     if here is not None:
         with here.env.begin() as txn:
             return [key for key, _ in txn.cursor()]
@@ -116,6 +119,11 @@ def check_home_file(home: Path) -> None:
         LedgerConfigError: saying which.
     """
     data = home / "data.mdb"
+    if data.exists() and not data.is_file():
+        # A pipe or device there would block the open, or feed it bytes forever.
+        msg = (f"{data} is not a regular file: not a ledger home; pass the directory "
+               "that holds the ledger's data.mdb")
+        raise LedgerConfigError(msg)
     try:
         with data.open("rb") as f:
             head = f.read(_MAGIC_AT + 4)
@@ -238,11 +246,17 @@ def _lmdb_home(home: Path, *, read_only: bool) -> Iterator[LMDBHome]:
         with lmdb_read_only(str(home)) as lmdb_home:
             yield lmdb_home
         return
-    lmdb_home = acquire(str(home), sync=sync_setting())
-    try:
-        yield lmdb_home
-    finally:
-        release(lmdb_home)
+    with contextlib.ExitStack() as stack:
+        opened: LMDBHome | None = None
+        if opened_here(str(home)) is None:
+            # Read beside the writers without waiting on their write lock (see
+            # lmdb_env.reading); a home with packs to lay out is opened to write.
+            with contextlib.suppress(LedgerConfigError):
+                opened = stack.enter_context(reading(str(home)))
+        if opened is None:
+            opened = acquire(str(home), sync=sync_setting())
+            stack.callback(release, opened)
+        yield opened
 
 
 @contextmanager

@@ -16,7 +16,8 @@ from typing import Any
 from uuid import uuid4
 
 import msgspec
-from lessonledger.ledger.compaction import Compacted, check_unused, compact
+from lessonledger.commands.erasure import Erasure, NothingToEraseError
+from lessonledger.ledger.compaction import Compacted, check_unused, compact, due
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ops.config import LOG_NAME, require_home, tree_names
 from lessonledger.ops.lesson_commands import open_lessons
@@ -56,11 +57,24 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     what, subject = next((kind, getattr(args, kind)) for kind in _KINDS
                          if getattr(args, kind) is not None)
     _require_lesson_log(args.home, "nothing to erase")
+    done_before: NothingToEraseError | None = None
     with open_lessons(args.home) as ledger:
         if what == "lesson":
             subject = str(ledger.find_lesson(subject))
-        erasure = ledger.erase(key=args.key or f"erase:{uuid4()}", what=what,
-                               subject=subject, reason=args.reason, actor=args.by)
+        try:
+            erasure = ledger.erase(key=args.key or f"erase:{uuid4()}", what=what,
+                                   subject=subject, reason=args.reason, actor=args.by)
+        except NothingToEraseError as e:
+            if not e.erased or args.no_compact:
+                raise
+            done_before, erasure = e, Erasure(0, [])
+    already = 0
+    if done_before is not None:
+        # Erased by an earlier run: if it stopped before its compaction (killed), the
+        # bytes still sit in free pages, and this run finishes that job.
+        if not due(str(args.home)):
+            raise done_before
+        already = done_before.erased
     compacted: Compacted | None = None
     pending = ""
     if not args.no_compact:
@@ -70,9 +84,12 @@ def _cmd_erase(args: argparse.Namespace) -> int:
         except HomeBusyError as e:
             pending = str(e)
     if args.json:
-        print_json({"what": what, "subject": subject, "position": erasure.position,
-                    "erased": erasure.erased, "compacted": msgspec.to_builtins(compacted),
-                    "pending": pending or None})
+        print_json({"what": what, "subject": subject, "position": erasure.position or None,
+                    "erased": erasure.erased, "erased_already": already,
+                    "compacted": msgspec.to_builtins(compacted), "pending": pending or None})
+    elif already:
+        echo(f"the {already:,} events of {what} {subject} were erased already; "
+             "compacting so their bytes leave the file")
     else:
         echo(f"erased {len(erasure.erased):,} bodies of {what} {subject}, recorded at "
              f"position {erasure.position:,}; the views were rebuilt without them")

@@ -45,6 +45,7 @@ from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError, Rep
 from lessonledger.ledger.events import ERASED, EVENT_TYPES, Erased, decode_event, tag_of
 from lessonledger.ledger.lmdb_env import outside_home
 from lessonledger.ledger.log import LOG_NAME
+from lessonledger.ledger.secrets import credential_field
 from lessonledger.ops.config import check_home_file, is_home, open_log
 from lessonledger.ops.export_format import (
     FORMAT,
@@ -158,8 +159,11 @@ def _output(path: Path | None) -> Iterator[IO[str]]:
             yield f
         return
     partial = path.with_name(path.name + ".partial")
+    # Made anew, never opened through what is there: a stale side file, or a symlink
+    # planted in its place (to a home's data.mdb, which "w" would truncate).
+    partial.unlink(missing_ok=True)
     try:
-        with partial.open("w", encoding="utf-8") as f:
+        with partial.open("x", encoding="utf-8") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -276,6 +280,17 @@ def _event_of(number: int, row: Row) -> None:
         raise BadExportError(number, f"the body at position {envelope.position} is a "
                              f"{tag_of(type(event))} under an envelope of {envelope.type}; "
                              "the export was forged")
+    # Screened as a submission is: an export from a home that took a secret by a path
+    # that did not screen it (an older ledger) brings none into this one.
+    names = {"actor": envelope.actor, "principal": envelope.principal,
+             "session": envelope.session}
+    found = (credential_field(names, path=f"$[{envelope.position}]")
+             or credential_field(event, skip=event.public_keys,
+                                 path=f"$[{envelope.position}].event"))
+    if found is not None:
+        raise BadExportError(number, f"position {envelope.position} holds what looks like "
+                             f"a credential at {found[0]} ({found[1]}); erase it at the "
+                             "source and export again")
 
 
 def _once(number: int, row: Row, keys: set[tuple[bytes, int]]) -> None:

@@ -41,14 +41,17 @@ def failure(error: BaseException) -> Failure | None:
     if isinstance(error, FileNotFoundError | IsADirectoryError | NotADirectoryError):
         # A path the caller gave that names nothing (or a folder for a file): bad input,
         # not a failed store.
-        where = f" {error.filename}" if error.filename else ""
-        return Failure(2, f"lessonledger: no such file{where} ({error.strerror or error}); "
+        where = f" {printable(str(error.filename))}" if error.filename else ""
+        return Failure(2, f"lessonledger: no such file{where} "
+                          f"({printable(str(error.strerror or error))}); "
                           "check the path; nothing was done")
     if isinstance(error, OSError) and not isinstance(error, BrokenPipeError):
-        where = f": {error.filename}" if error.filename else ""
-        return Failure(1, f"lessonledger: {error.strerror or error}{where}; nothing after "
+        where = f": {printable(str(error.filename))}" if error.filename else ""
+        return Failure(1, f"lessonledger: {printable(str(error.strerror or error))}{where}; "
+                          "nothing after "
                           "that was done")
     if isinstance(error, lmdb.Error):
-        return Failure(1, f"lessonledger: the store failed: {error}; nothing of the failed "
+        return Failure(1, f"lessonledger: the store failed: {printable(str(error))}; "
+                          "nothing of the failed "
                           "step was committed")
     return None

@@ -86,11 +86,16 @@ def open_queries(home: Path, *, read_only: bool = False) -> Iterator[Reader]:
     """
     require_home(home)
     # A replica's queries record nothing: its log grows only by what it pulls.
-    reader = Reader(home, read_only=read_only or None, record=not is_replica(home))
+    reader = Reader(home, read_only=read_only or None, record=not is_replica(home),
+                    one_shot=True)
     try:
         yield reader
     finally:
         reader.close()
+        if reader.unrecorded:
+            print(f"lessonledger: answered, but {reader.unrecorded} recall record(s) were "
+                  "not written: another process held the write lock too long",
+                  file=sys.stderr)
 
 
 def row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:

@@ -315,7 +315,7 @@ def _cmd_learn(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"positions": receipt.positions})
     else:
-        print(f"learned {args.namespace} {args.fact_key}")
+        echo(f"learned {args.namespace} {args.fact_key}")
     return 0
 
 
@@ -326,7 +326,7 @@ def _cmd_declare(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"positions": receipt.positions})
     else:
-        print(f"{args.tool} reads {args.namespace}")
+        echo(f"{args.tool} reads {args.namespace}")
     return 0
 
 

@@ -174,7 +174,7 @@ def _ours(path: str, events: Sequence[NewEvent], batch: int) -> float:
 
         def work() -> int:
             for chunk in chunks:
-                log.append(chunk)
+                log.append_decided(chunk)
             return len(events)
 
         return _timed(work)
@@ -318,7 +318,7 @@ def _fill(ours: str, raw: str, events: Sequence[NewEvent]) -> None:
     try:
         log = EventLog(home, _LOG_NAME)
         for chunk in _batches(events, _REPLAY_BATCH):
-            log.append(chunk)
+            log.append_decided(chunk)
     finally:
         release(home)
     env = _raw_env(raw, sync=False)

@@ -48,7 +48,7 @@ def layout_entries(events: Sequence[NewEvent], workdir: str, name: str) -> Entri
         home = acquire(path, sync=False)
         try:
             log = EventLog(home, name)
-            log.append(events)
+            log.append_decided(events)
             with home.env.begin() as txn:
                 trees = [list(txn.cursor(db=home.db(f"{name}.{tree}")))
                          for tree in ("log", "ids", "streams")]

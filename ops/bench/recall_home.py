@@ -56,8 +56,9 @@ def _fill(home: str, corpus: Corpus) -> None:
         log = EventLog(lmdb, LOG_NAME)
         events = _events(corpus)
         for start in range(0, len(events), _BATCH):
-            log.append([new_event(e, stream=(eid := new_event_id()), version=0, event_id=eid,
-                                  actor="bench") for e in events[start:start + _BATCH]])
+            log.append_decided([new_event(e, stream=(eid := new_event_id()), version=0,
+                                          event_id=eid, actor="bench")
+                                for e in events[start:start + _BATCH]])
         corpus.index.save(Path(home) / "vectors", log.head())
     finally:
         release(lmdb)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import _attack16_paths  # noqa: F401  (first: puts hubtools on the path)
 import msgspec
@@ -40,8 +41,9 @@ def _envelopes(home: Path) -> list[tuple[Envelope, bytes | None]]:
 
 
 def test_a_key_writes_as_actor_only_itself_or_a_role(tmp_path: Path) -> None:
-    grants = {"admin": ("root", {"admin": True, "read": [P], "write": [P]}),
-              "writer": ("wes", {"read": [P], "write": [P]})}
+    grants: dict[str, tuple[str, dict[str, Any]]] = {
+        "admin": ("root", {"admin": True, "read": [P], "write": [P]}),
+        "writer": ("wes", {"read": [P], "write": [P]})}
     with curve_hub(tmp_path, grants, admin="admin") as (server, keys):
         with keys.client(server, "writer") as wes:
             named = wes.observe_outcome(key="w1", project=P, passed=True, actor="alice",

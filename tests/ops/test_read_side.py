@@ -186,3 +186,42 @@ def test_a_query_process_keeps_answering_while_another_holds_the_write_lock(
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert max(gaps) < 1.0, f"a query waited {max(gaps):.2f} s"
     assert int(written) > 0
+
+
+def test_a_query_process_started_while_another_holds_the_write_lock_answers(
+        tmp_path: Path) -> None:
+    """GUARD: on fe9130e a fresh process waited for the lock to open its trees (a
+    writable LMDB environment opens each in a write transaction): here 15 s."""
+    home = str(tmp_path / "home")
+    subprocess.run([sys.executable, "-c", WRITER, home, str(time.time() + 1)], check=True,
+                   capture_output=True)
+    cli = [sys.executable, "-m", "lessonledger.ops", "--home", home]
+    asked = [["lessons", "list", "--json"], ["log", "--limit", "3", "--json"],
+             ["check", "--project", P, "--no-record", "--json", "op1", "t"],
+             ["recall", "--project", P, "--session", "q", "--json", "run op1 on t"]]
+    alone = [subprocess.run([*cli, *argv], capture_output=True, text=True, check=True).stdout
+             for argv in asked[:2]]
+    head = len(subprocess.run([*cli, "log", "--json"], capture_output=True, text=True,
+                              check=True).stdout.splitlines())
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, home, "15"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        started = time.time()
+        beside = [subprocess.run([*cli, *argv], capture_output=True, text=True, timeout=60)
+                  for argv in asked]
+        took = time.time() - started
+    finally:
+        holder.communicate(timeout=30)
+    assert [done.returncode for done in beside] == [0, 0, 0, 0], [d.stderr for d in beside]
+    assert [done.stdout for done in beside[:2]] == alone
+    # Every answer came before the lock was let go; the recall's record only waited for
+    # it (5 s at most), then was given up, and said so.
+    assert took < 13, f"the queries took {took:.1f} s beside the held lock"
+    assert "not written" in beside[3].stderr
+    after = subprocess.run([*cli, "recall", "--project", P, "--session", "q", "--json",
+                            "run op1 on t"], capture_output=True, text=True, check=True)
+    assert after.stderr == ""
+    log = subprocess.run([*cli, "log", "--json"], capture_output=True, text=True, check=True)
+    assert len(log.stdout.splitlines()) == head + 1  # that one's record, written
