@@ -67,7 +67,7 @@ from lessonledger.commands.policies import TRIGGERS, react, trigger_id
 from lessonledger.commands.read_side import HomeLock, ReadSide
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.receipts import MINTED_BY, Receipt, minted, minted_events
-from lessonledger.commands.refusals import refuse_credentials, refuse_recorded
+from lessonledger.commands.refusals import refuse_credentials, refuse_query, refuse_recorded
 from lessonledger.commands.skill_handlers import decide_any
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.commands.skill_policies import SKILL_TRIGGERS, react_skills
@@ -84,6 +84,7 @@ from lessonledger.ledger.submission import (
     new_event,
     refuse_ledger_only,
     refuse_overlong,
+    refuse_submitted_credentials,
     to_new_event,
 )
 from lessonledger.projections.access import Grant
@@ -479,6 +480,7 @@ class Ledger(CommandVerbs, ReadSide):
             # One built by hand has not been through parse_submission's door.
             refuse_ledger_only(submission.event)
             refuse_overlong(submission)
+            refuse_submitted_credentials(submission)
             if isinstance(submission.event, CHECKED):
                 check_submitted(submission.event, self.runner)
         positions = writing.append([to_new_event(submission)])
@@ -637,6 +639,7 @@ class Ledger(CommandVerbs, ReadSide):
         appended. They carry no principal or session, so no erasure takes them.
         Returns their positions (none when ``decide`` returns nothing).
         """
+        refuse_query(actor=actor)
         with self._transaction() as writing:
             events = decide(self.runner)
             refuse_recorded(events)  # raised out of the transaction: nothing written

@@ -261,10 +261,10 @@ def checked_command(command: C) -> C:
     _refuse_surrogates(kind.__name__, builtins)
     _refuse_blank(checked)
     overlong = overlong_key(getattr(checked, "operations", ()), {
-        f"$.{name}": getattr(checked, name) for name in ("principal", "session")})
+        f"$.{name}": getattr(checked, name) for name in ("principal", "session", "actor")})
     if overlong is not None:
         msg = (f"invalid {kind.__name__}: {overlong[2:]} is too long to key the views by "
-               f"(an operation's op and target together, a principal or a session, at "
+               f"(an operation's op and target together, a principal, session or actor, at "
                f"most {KEYED_BYTES} bytes of UTF-8); shorten it (a digest of a long target)")
         raise InvalidCommandError(msg, overlong)
     return checked

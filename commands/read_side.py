@@ -223,6 +223,8 @@ class ReadSide:
         if record and as_of is None:
             refuse_query(operation=operation, target=target, session=session, actor=actor,
                          principal=principal)
+            # The record's query joins them: that must pass the screen as each part does.
+            refuse_query(query=f"check {operation} {target}")
         with self._lock:
             self._read()
             view = self.view if as_of is None else self.view_at(as_of)

@@ -18,7 +18,7 @@ from lessonledger.commands.errors import CredentialError
 from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.events import AnyEvent
-from lessonledger.ledger.secrets import credential_field, credential_in
+from lessonledger.ledger.secrets import credential_field, credential_in, joined_operation
 
 if TYPE_CHECKING:
     from lessonledger.commands.access import AccessCommand
@@ -40,8 +40,9 @@ def refuse_credentials(command: AnyCommand | Erase | SkillCommand | AccessComman
     command's decider checks it as a key instead.
     """
     unstored = _UNSTORED_ERASE if isinstance(command, Erase) else _UNSTORED
-    found = credential_field(command, unstored | getattr(command, "unstored", frozenset())
-                             | getattr(command, "public_keys", frozenset()))
+    found = (credential_field(command, unstored | getattr(command, "unstored", frozenset())
+                              | getattr(command, "public_keys", frozenset()))
+             or joined_operation(getattr(command, "operations", ())))
     if found is not None:
         raise CredentialError(found[1], found[0])
 

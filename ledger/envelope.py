@@ -23,7 +23,7 @@ __all__ = [
     "GENESIS",
     "LINK_BYTES",
     "MAX_BODY_BYTES",
-    "MAX_NAME_CHARS",
+    "MAX_NAME_BYTES",
     "ROLE_ACTORS",
     "SALT_BYTES",
     "Digest",
@@ -34,6 +34,7 @@ __all__ = [
     "checked_stored",
     "decode_envelope",
     "encode_envelope",
+    "name_fits",
     "stream_id_of",
     "stream_key",
 ]
@@ -55,9 +56,14 @@ GENESIS = Digest(bytes(32))
 ROLE_ACTORS = frozenset({"agent", "policy", "ledger"})
 #: LMDB refuses keys over 511 bytes; a stream key is 1 tag + 2 length + id + 8 version.
 MAX_STREAM_ID_BYTES = 400
-#: Longest actor, principal, session or scope an envelope holds: a command's bound on
-#: the names it carries, so every view keyed by a name (the audit index) can key it.
-MAX_NAME_CHARS = 200
+#: Longest actor, principal, session or scope an envelope holds, in bytes of UTF-8: what
+#: a view keyed by a name (the audit index) can key, as a command's names are bounded.
+MAX_NAME_BYTES = 400
+
+
+def name_fits(name: str) -> bool:
+    """True when ``name`` is at most :data:`MAX_NAME_BYTES` long (quick for short ones)."""
+    return len(name) <= MAX_NAME_BYTES // 4 or len(name.encode()) <= MAX_NAME_BYTES
 
 
 class Envelope(msgspec.Struct, array_like=True, frozen=True, gc=False):

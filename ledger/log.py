@@ -35,7 +35,7 @@ from lessonledger.ledger.envelope import (
     GENESIS,
     LINK_BYTES,
     MAX_BODY_BYTES,
-    MAX_NAME_CHARS,
+    MAX_NAME_BYTES,
     MAX_STREAM_ID_BYTES,
     SALT_BYTES,
     Envelope,
@@ -43,6 +43,7 @@ from lessonledger.ledger.envelope import (
     StreamId,
     decode_envelope,
     encode_envelope,
+    name_fits,
     stream_key,
 )
 from lessonledger.ledger.errors import (
@@ -106,23 +107,31 @@ class Record(NamedTuple):
     payload: bytes | None
 
 
-def _refuse_unfoldable(events: Sequence[NewEvent]) -> None:
+def _check_raw(events: Sequence[NewEvent]) -> None:
     """Refuse a catalogue event appended raw that no view could fold, or holding a secret.
 
     The ledger's own events come from checked commands; one appended through the public
-    path (a script, an application) is checked here as a submission is: its body must be
-    the catalogue event its type names (else every fold after it would fail), and
-    neither the body nor the envelope's names may hold a credential. Other types (an
-    eventsourcing application's) are the application's to check.
+    path (a script, an application) is checked here as a submission is: no envelope
+    name (actor, principal, session, scope, a stream id spelt as text) may hold a
+    credential, since an envelope outlives any erasure; and a catalogue event's body
+    must be the event its type names (else every fold after it would fail) and hold
+    none. Other types' bodies (an eventsourcing application's) are the application's.
 
     Raises:
         InvalidEventError: a body is not its type's event.
         CredentialEventError: a field looks like a credential.
     """
     for index, event in enumerate(events):
+        where = f"$[{index}]"
+        # An envelope outlives any erasure: no name in it may hold a credential.
+        names = {"actor": event.actor, "principal": event.principal,
+                 "session": event.session, "scope": event.scope,
+                 "stream": event.stream if isinstance(event.stream, str) else ""}
+        found = credential_field(names, path=where) if any(names.values()) else None
+        if found is not None:
+            raise CredentialEventError(found[1], found[0])
         if event.type not in EVENT_TYPES:
             continue
-        where = f"$[{index}]"
         try:
             decoded = decode_event(event.payload)
         except msgspec.DecodeError as e:
@@ -133,14 +142,12 @@ def _refuse_unfoldable(events: Sequence[NewEvent]) -> None:
             msg = (f"the body at {where} is a {tag_of(type(decoded))!r} event, not the "
                    f"{event.type!r} its type names")
             raise InvalidEventError(msg, f"{where}.type")
-        names = {"actor": event.actor, "principal": event.principal, "session": event.session}
-        found = (credential_field(names, path=where)
-                 or credential_field(decoded, skip=decoded.public_keys, path=f"{where}.payload"))
+        found = credential_field(decoded, skip=decoded.public_keys, path=f"{where}.payload")
         if found is not None:
             raise CredentialEventError(found[1], found[0])
 
 
-#: The envelope's names, each at most :data:`MAX_NAME_CHARS` long.
+#: The envelope's names, each at most :data:`MAX_NAME_BYTES` long.
 _NAMES = ("actor", "principal", "session", "scope")
 
 
@@ -158,8 +165,8 @@ def _refuse(event: NewEvent, where: str) -> None:
         msg = f"version {event.version} is out of the 64-bit range at {where}.version"
         raise InvalidEventError(msg, f"{where}.version")
     for name in _NAMES:
-        if len(getattr(event, name)) > MAX_NAME_CHARS:
-            msg = (f"{name} is over {MAX_NAME_CHARS} characters at {where}.{name}; "
+        if not name_fits(getattr(event, name)):
+            msg = (f"{name} is over {MAX_NAME_BYTES} bytes of UTF-8 at {where}.{name}; "
                    "use a shorter name or a digest")
             raise InvalidEventError(msg, f"{where}.{name}")
     msg = f"stream id is over {MAX_STREAM_ID_BYTES} bytes at {where}.stream; use a digest"
@@ -271,7 +278,7 @@ class EventLog:
             IdempotencyConflictError: an id was used before for another event.
             InvalidEventError: an event cannot be stored; nothing written.
         """
-        _refuse_unfoldable(events)
+        _check_raw(events)
         return self.append_decided(events, also=also)
 
     def append_decided(
@@ -360,9 +367,8 @@ class EventLog:
                 len(payload) <= MAX_BODY_BYTES and len(stream) <= _MAX_STREAM_KEY
                 and (not event_id or len(event_id) == 16)
                 and 0 <= occurred_at < _OFFSET and -_OFFSET <= version < _OFFSET
-                and len(event.actor) <= MAX_NAME_CHARS
-                and len(event.principal) <= MAX_NAME_CHARS
-                and len(event.session) <= MAX_NAME_CHARS and len(event.scope) <= MAX_NAME_CHARS
+                and name_fits(event.actor) and name_fits(event.principal)
+                and name_fits(event.session) and name_fits(event.scope)
             ):
                 _refuse(event, f"$[{position - first}]")
             pkey = _pack_position(position)
@@ -714,10 +720,8 @@ class Writing:
                                           f"{envelope.position} (events missing or reordered)")
             event_id, stream = envelope.event_id, envelope.stream
             if len(event_id) not in (0, 16) or len(stream) > _MAX_STREAM_KEY \
-                    or len(envelope.actor) > MAX_NAME_CHARS \
-                    or len(envelope.principal) > MAX_NAME_CHARS \
-                    or len(envelope.session) > MAX_NAME_CHARS \
-                    or len(envelope.scope) > MAX_NAME_CHARS:
+                    or not (name_fits(envelope.actor) and name_fits(envelope.principal)
+                            and name_fits(envelope.session) and name_fits(envelope.scope)):
                 raise ReplayMismatchError(position, "its event id, stream id or a name "
                                           "(actor, principal, session, scope) is not one a "
                                           "log stores")

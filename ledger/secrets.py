@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, cast
@@ -62,7 +62,7 @@ from lessonledger.ledger.text import folded
 if TYPE_CHECKING:
     from detect_secrets.plugins.base import BasePlugin
 
-__all__ = ["credential_field", "credential_in", "text_fields", "warm_up"]
+__all__ = ["credential_field", "credential_in", "joined_operation", "text_fields", "warm_up"]
 
 _OURS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(rx, flags)) for name, rx, flags in (
@@ -472,6 +472,20 @@ def credential_field(value: object, skip: Collection[str] = (),
         kind = credential_in(text)
         if kind is not None:
             return where, kind
+    return None
+
+
+def joined_operation(operations: Iterable[object], path: str = "$") -> tuple[str, str] | None:
+    """The first operation whose op and target joined look like a credential, else None.
+
+    Joined as the outcome statistics key them (``--password hunter2``); returned as
+    (JSON path, kind of credential).
+    """
+    for i, operation in enumerate(operations):
+        op, target = getattr(operation, "op", ""), getattr(operation, "target", "")
+        kind = credential_in(f"{op} {target}") if op and target else None
+        if kind is not None:
+            return f"{path}.operations[{i}]", kind
     return None
 
 

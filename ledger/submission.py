@@ -28,11 +28,12 @@ from lessonledger.ledger.events import (
     tag_of,
 )
 from lessonledger.ledger.log import NewEvent
-from lessonledger.ledger.secrets import credential_field
+from lessonledger.ledger.secrets import credential_field, joined_operation
 from msgspec import Meta, Struct
 
 __all__ = ["MAX_SUBMISSION_BYTES", "Submission", "new_event", "parse_submission",
-           "refuse_ledger_only", "refuse_overlong", "to_new_event"]
+           "refuse_ledger_only", "refuse_overlong", "refuse_submitted_credentials",
+           "to_new_event"]
 
 #: Largest submission accepted as bytes: one maximal body plus room for the envelope.
 MAX_SUBMISSION_BYTES = MAX_BODY_BYTES + (64 << 10)
@@ -104,13 +105,10 @@ def parse_submission(data: bytes | str) -> Submission:
         msg = f"invalid event: {e}; fix the field and resubmit"
         raise InvalidEventError(msg, field) from e
     _check_fingerprint(submission.event)
-    # The event's public-key fields are checked by its schema, not screened (see
-    # ``_Event.public_keys``): so a grant submitted is refused for its type, below.
+    # A grant's public key is checked by its schema, not screened: a grant submitted is
+    # refused for its type, below.
     event = submission.event
-    found = (credential_field(submission, skip={"event"})
-             or credential_field(event, skip=event.public_keys, path="$.event"))
-    if found is not None:
-        raise CredentialEventError(found[1], found[0])
+    refuse_submitted_credentials(submission)
     if isinstance(event, LessonProposed) and not event.text.strip():
         # The catalogue cannot say it (stored lessons must still decode); a command's
         # LessonText refuses it, and so must the raw door (attack12).
@@ -121,6 +119,23 @@ def parse_submission(data: bytes | str) -> Submission:
     return submission
 
 
+def refuse_submitted_credentials(submission: Submission) -> None:
+    """Refuse a submission any field of which looks like a credential.
+
+    The event's public-key fields are checked by its schema, not screened (see
+    ``_Event.public_keys``).
+
+    Raises:
+        CredentialEventError: with ``field`` its JSON path (``$.event.text``).
+    """
+    event = submission.event
+    found = (credential_field(submission, skip={"event"})
+             or credential_field(event, skip=event.public_keys, path="$.event")
+             or joined_operation(getattr(event, "operations", ()), "$.event"))
+    if found is not None:
+        raise CredentialEventError(found[1], found[0])
+
+
 def refuse_overlong(submission: Submission) -> None:
     """Refuse a submission with a string too long to key the views by (:data:`KEYED_BYTES`).
 
@@ -128,11 +143,12 @@ def refuse_overlong(submission: Submission) -> None:
         InvalidEventError: with ``field`` its JSON path (``$.event.operations[0].target``).
     """
     overlong = overlong_key(getattr(submission.event, "operations", ()), {
-        "$.principal": submission.principal, "$.session": submission.session})
+        "$.principal": submission.principal, "$.session": submission.session,
+        "$.actor": submission.actor})
     if overlong is not None:
         field = overlong.replace("$.operations", "$.event.operations", 1)
         msg = (f"invalid event: {field[2:]} is too long to key the views by (an "
-               "operation's op and target together, a principal or a session, at most "
+               "operation's op and target together, a principal, session or actor, at most "
                f"{KEYED_BYTES} bytes of UTF-8); shorten it (a digest of a long target)")
         raise InvalidEventError(msg, field)
 

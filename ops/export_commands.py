@@ -268,6 +268,15 @@ def _event_of(number: int, row: Row) -> None:
     envelope's type) must still be refused here, before anything is written.
     """
     envelope, payload = row.envelope, row.record.payload
+    # Screened as a submission is: an export from a home that took a secret by a path
+    # that did not screen it (an older ledger) brings none into this one. An envelope
+    # outlives any erasure, so its names are screened whatever its type.
+    names = {"actor": envelope.actor, "principal": envelope.principal,
+             "session": envelope.session, "scope": envelope.scope,
+             "stream": envelope.stream[3:].decode("utf-8", "replace")
+             if envelope.stream[:1] == b"\x02" else ""}
+    _refuse_credential(number, envelope.position,
+                       credential_field(names, path=f"$[{envelope.position}]"))
     if payload is None or envelope.type not in EVENT_TYPES:
         return  # erased, or another application's event: not ours to read
     try:
@@ -280,16 +289,14 @@ def _event_of(number: int, row: Row) -> None:
         raise BadExportError(number, f"the body at position {envelope.position} is a "
                              f"{tag_of(type(event))} under an envelope of {envelope.type}; "
                              "the export was forged")
-    # Screened as a submission is: an export from a home that took a secret by a path
-    # that did not screen it (an older ledger) brings none into this one.
-    names = {"actor": envelope.actor, "principal": envelope.principal,
-             "session": envelope.session}
-    found = (credential_field(names, path=f"$[{envelope.position}]")
-             or credential_field(event, skip=event.public_keys,
-                                 path=f"$[{envelope.position}].event"))
+    _refuse_credential(number, envelope.position, credential_field(
+        event, skip=event.public_keys, path=f"$[{envelope.position}].event"))
+
+
+def _refuse_credential(number: int, position: int, found: tuple[str, str] | None) -> None:
     if found is not None:
-        raise BadExportError(number, f"position {envelope.position} holds what looks like "
-                             f"a credential at {found[0]} ({found[1]}); erase it at the "
+        raise BadExportError(number, f"position {position} holds what looks like a "
+                             f"credential at {found[0]} ({found[1]}); erase it at the "
                              "source and export again")
 
 

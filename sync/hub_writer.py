@@ -39,6 +39,7 @@ from lessonledger.commands.ledger import Ledger
 from lessonledger.commands.messages import AnyCommand, Erase
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_messages import SkillCommand
+from lessonledger.ledger.envelope import ROLE_ACTORS
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.ids import derived_id
 from lessonledger.ledger.submission import Submission
@@ -502,8 +503,14 @@ def _authorized(ledger: Ledger, access: Access, item: Any) -> Any:
         # Its id is the sender's own, as a command's key is: every envelope shows ids,
         # so a raw id taken as given could squat the one another principal's next
         # command derives, or be answered with another's receipt.
+        # Who wrote it and who decided are the key's too (see bound_to_caller).
+        event = item.event
+        by = getattr(event, "by", None)
+        if isinstance(by, str) and by != access.principal:
+            event = msgspec.structs.replace(event, by=access.principal)
         return msgspec.structs.replace(
-            item, principal=access.principal,
+            item, principal=access.principal, event=event,
+            actor=item.actor if item.actor in ROLE_ACTORS else access.principal,
             event_id=derived_id(item.event_id, f"submitted by {access.principal}"))
     # Checked on the front (hub._checked) and bound to the caller there.
     authorize_command(access, item, lambda i: _lesson_scope(ledger, i))

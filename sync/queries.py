@@ -15,6 +15,7 @@ import msgspec
 from lessonledger.commands.errors import InvalidCommandError, UnknownLessonError
 from lessonledger.commands.read_side import Reader
 from lessonledger.commands.skills import Skills, delta_from_prefix
+from lessonledger.ledger.envelope import ROLE_ACTORS
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.projections.resolution import DEFAULT_BUDGET
 from lessonledger.sync import wire
@@ -129,6 +130,11 @@ LOG_PAGE_BYTES = wire.MAX_FRAME_BYTES - (16 << 10)
 _row_bytes = msgspec.msgpack.Encoder().encode
 
 
+def _actor(access: Access, actor: str) -> str:
+    """A query record's actor: a role as given, else the connection's principal."""
+    return actor if actor in ROLE_ACTORS else access.principal
+
+
 def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
     """Answer one query from the read side, as ``access`` may see it.
 
@@ -156,19 +162,22 @@ def answer(reader: Reader, access: Access, query: wire.QueryRequest) -> Any:
             require_read(access, a.project)
             require_own_principal(access, a.principal)
             return reader.lessons(a.project, session=a.session, record=a.record,
-                                  actor=a.actor, principal=access.principal)
+                                  actor=_actor(access, a.actor),
+                                  principal=access.principal)
         case "recall":
             r = msgspec.convert(args, _Recall)
             require_read(access, r.project)
             require_own_principal(access, r.principal)
             return reader.recall(r.project, r.query, session=r.session, record=r.record,
-                                 actor=r.actor, principal=access.principal, as_of=r.as_of)
+                                 actor=_actor(access, r.actor), principal=access.principal,
+                                 as_of=r.as_of)
         case "check":
             c = msgspec.convert(args, _Check)
             require_read(access, c.project)
             require_own_principal(access, c.principal)
             return reader.check(c.project, c.operation, c.target, session=c.session,
-                                record=c.record, actor=c.actor, principal=access.principal,
+                                record=c.record, actor=_actor(access, c.actor),
+                                principal=access.principal,
                                 as_of=c.as_of)
         case "why":
             w = msgspec.convert(args, _Why)
@@ -254,7 +263,8 @@ def _skill_answer(skills: Skills, access: Access, query: str, args: dict[str, An
             recorded = skills.first_recorded(r.session, r.skill, r.root, r.scope)
             result = skills.resolve(
                 r.skill, r.base_text, root=r.root, scope=r.scope, learning=r.learning,
-                session=r.session, budget=r.budget, available=r.available, actor=r.actor,
+                session=r.session, budget=r.budget, available=r.available,
+                actor=_actor(access, r.actor),
                 principal=access.principal, trial=r.trial, record=False)
             return result, recorded
         case "skill_diff":
