@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from lessonledger.ledger.events import ERASED
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog, NewEvent, Writing
 
-__all__ = ["DEFAULT_DELAY", "DeferredRecords", "HeldRecords"]
+__all__ = ["DEFAULT_DELAY", "DeferredRecords", "HeldRecords", "commit_held"]
 
 #: Seconds a queued record waits at most for a command to carry it.
 DEFAULT_DELAY = 0.05
@@ -183,62 +184,86 @@ class DeferredRecords:
 class HeldRecords:
     """The records of a process that reads its home without opening it to write.
 
-    Held in memory, and committed once that process has let go of the home (see
-    :func:`~lessonledger.ledger.lmdb_env.reading`): its answers never wait for another
-    process's write transaction; only this commit, after them, does.
+    Held in memory, and committed by :func:`commit_held` once the process has let go of
+    the home (see :func:`~lessonledger.ledger.lmdb_env.reading`): its answers never wait
+    for another process's write transaction; only that commit, after them, does.
 
     Args:
-        path: the home's directory, opened to write only for the commit.
+        path: the home's directory.
+        position: where the answers are read from, now (the reader's view).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, position: Callable[[], int]) -> None:
         self._path = path
+        self._position = position
         self._events: list[NewEvent] = []
+        self._since: int | None = None
 
     def __len__(self) -> int:
         return len(self._events)
 
     def add(self, event: NewEvent) -> None:
         """Hold an event until :meth:`close`."""
+        at = self._position()
+        self._since = at if self._since is None else min(self._since, at)
         self._events.append(event)
 
     def drain(self, timeout: float) -> bool:
         """Nothing is committed before :meth:`close`: True only when none is held."""
         return not self._events
 
-    def close(self, timeout: float = HELD_WAIT) -> int:
-        """Commit what is held, in one transaction; call once the reader let go.
+    def close(self) -> None:
+        """Hand what is held to :func:`commit_held` (the reader is letting go)."""
+        if self._events and self._since is not None:
+            with _held_lock:
+                _held.setdefault(self._path, []).append((self._since, self._events))
+        self._events = []
 
-        Waits at most ``timeout`` seconds for the write lock: a process stuck inside a
-        long transaction must not keep a query that has answered from exiting. Returns
-        how many records were not committed (lost, as a crash within a deferred window
-        loses them).
 
-        Raises:
-            LedgerError: the append failed.
-        """
-        events, self._events = self._events, []
-        if not events:
-            return 0
-        failed: list[BaseException] = []
+#: Records of this process's readers that let go, by home: committed by the last one.
+_held: dict[str, list[tuple[int, list[NewEvent]]]] = {}
+_held_lock = threading.Lock()
 
-        def commit() -> None:
-            try:
-                home = acquire(self._path)
-                try:
-                    EventLog(home, LOG_NAME).append_decided(events)
-                finally:
-                    release(home)
-            except BaseException as e:  # re-raised below, in the caller's thread
-                failed.append(e)
 
-        # A daemon thread: one still waiting for the lock when the process exits just
-        # ends with it, before its transaction began.
-        thread = threading.Thread(target=commit, name="lessonledger-held", daemon=True)
-        thread.start()
-        thread.join(timeout)
-        if thread.is_alive():
-            return len(events)
-        if failed:
-            raise failed[0]
+def commit_held(path: str, timeout: float = HELD_WAIT) -> int:
+    """Commit the records readers of ``path`` held, once none reads it; how many were not.
+
+    Waits at most ``timeout`` seconds for the write lock: a process stuck inside a long
+    transaction must not keep a query that has answered from exiting. Records shown
+    before an erasure that committed since are not written: they may name what it took
+    (and the erasure, compacted, would not take them). Either way they are lost, as a
+    crash within a deferred window loses them.
+
+    Raises:
+        LedgerError: the append failed.
+    """
+    with _held_lock:
+        waiting = _held.pop(path, [])
+    events = [event for _, batch in waiting for event in batch]
+    if not events:
         return 0
+    since = min(at for at, _ in waiting)
+    written: list[bool] = []
+    failed: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            home = acquire(path)
+            try:
+                with EventLog(home, LOG_NAME).writing() as writing:
+                    if not any(r.envelope.type == ERASED for r in writing.scan(since + 1)):
+                        writing.append(events)
+                        written.append(True)
+            finally:
+                release(home)
+        except BaseException as e:  # re-raised below, in the caller's thread
+            failed.append(e)
+
+    # A daemon thread: one still waiting for the lock when the process exits just ends
+    # with it, before its transaction began.
+    thread = threading.Thread(target=commit, name="lessonledger-held", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if failed:
+        raise failed[0]
+    return 0 if written else len(events)

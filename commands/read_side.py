@@ -27,7 +27,12 @@ from uuid import UUID
 
 import msgspec
 from lessonledger.commands.audit import Why, explain
-from lessonledger.commands.deferred import DEFAULT_DELAY, DeferredRecords, HeldRecords
+from lessonledger.commands.deferred import (
+    DEFAULT_DELAY,
+    DeferredRecords,
+    HeldRecords,
+    commit_held,
+)
 from lessonledger.commands.errors import (
     InvalidCommandError,
     LessonNotFoundError,
@@ -43,6 +48,7 @@ from lessonledger.ledger.lmdb_env import (
     acquire,
     on_read_only_filesystem,
     opened_here,
+    read_here,
     reading,
     release,
 )
@@ -478,12 +484,15 @@ class Reader(ReadSide):
             self._home = acquire(path)
             self._stack.callback(release, self._home)
         self.home = self._home.path
-        #: Records held (``one_shot``) that :meth:`close` could not commit in time.
+        self._held = held
+        #: Records held (``one_shot``) that :meth:`close` did not commit (see
+        #: :func:`~lessonledger.commands.deferred.commit_held`).
         self.unrecorded = 0
         try:
             self.log = EventLog(self._home, LOG_NAME)
             self._records = (None if self.read_only or not record
-                             else HeldRecords(self.home) if held
+                             else HeldRecords(self.home, lambda: self.runner.position)
+                             if held
                              else DeferredRecords(self.log, record_delay))
             self.runner = Runner(registry(rules), ViewStore(self._home))
             self._erasures = self.runner.erasures
@@ -508,8 +517,10 @@ class Reader(ReadSide):
                 self._stack.close()
                 self._lock.closed = self.home
             if isinstance(self._records, HeldRecords):
-                # The home let go of, it may be opened to write.
-                self.unrecorded = self._records.close()
+                self._records.close()
+            if self._held and read_here(self.home) is None:
+                # The last reader here let go: the home may be opened to write.
+                self.unrecorded = commit_held(self.home)
 
     def __enter__(self) -> Self:
         return self

@@ -101,26 +101,25 @@ class LMDBHome:
         """
         key = name.encode()
         handle = self._dbs.get(key)
-        if handle is None:
-            with self._lock:
-                handle = self._dbs.get(key)
-                if handle is None:
-                    if not create:
-                        with self.env.begin() as txn:
-                            if txn.get(key) is None:
-                                return None
-                    # LMDB keeps a handle opened in a read transaction for that
-                    # transaction only, so a writable environment opens even an existing
-                    # tree in a write transaction: begun here, since py-lmdb begins its
-                    # own without letting go of the GIL, and every thread of the process
-                    # would stop while another process's transaction lasts.
-                    if self.env.flags()["readonly"]:
-                        handle = self.env.open_db(key, create=create)
-                    else:
-                        with self.env.begin(write=True) as txn:
-                            handle = self.env.open_db(key, txn=txn, create=create)
-                    self._dbs[key] = handle
-        return handle
+        if handle is not None:
+            return handle
+        if not create:
+            with self.env.begin() as txn:
+                if txn.get(key) is None:
+                    return None
+        # LMDB keeps a handle opened in a read transaction for that transaction only, so a
+        # writable environment opens even an existing tree in a write transaction: begun
+        # here, since py-lmdb begins its own without letting go of the GIL (every thread
+        # would stop while another process's transaction lasts), and outside ``_lock``,
+        # which a thread inside its own write transaction may need meanwhile. Two threads
+        # opening one tree get the same handle.
+        if self.env.flags()["readonly"]:
+            opened = self.env.open_db(key, create=create)
+        else:
+            with self.env.begin(write=True) as txn:
+                opened = self.env.open_db(key, txn=txn, create=create)
+        with self._lock:
+            return self._dbs.setdefault(key, opened)
 
     def notify(self, channel: str) -> None:
         """Wake every in-process reader listening on ``channel``."""
@@ -351,38 +350,58 @@ def reading(path: str) -> Iterator[LMDBHome]:
             process has it open to write.
     """
     real = os.path.realpath(path)
+    home = _share_reading(real)
+    if home is None:
+        home = _open_reading(real)
+    try:
+        yield home
+    finally:
+        _let_go_reading(real)
+
+
+def _share_reading(real: str) -> LMDBHome | None:
+    """The home this process reads already, counted once more; None if it reads none."""
+    with _homes_lock:
+        shared = _reading.get(real)
+        if shared is None:
+            return None
+        _reading[real] = (shared[0], shared[1] + 1)
+        return shared[0]
+
+
+def _open_reading(real: str) -> LMDBHome:
+    """Open and register the read-only environment (or share one another thread opened)."""
+    # As acquire does: the flock (which waits out a compaction) outside _homes_lock, the
+    # environment opened and registered under it, once for every thread.
+    fd = _lock_shared(real)
     with _homes_lock:
         shared = _reading.get(real)
         if shared is not None:
+            os.close(fd)
             _reading[real] = (shared[0], shared[1] + 1)
-    if shared is not None:
+            return shared[0]
+        if real in _homes:
+            os.close(fd)
+            msg = f"ledger home {real!r} is open in this process to write; read it through that"
+            raise LedgerConfigError(msg)
         try:
-            yield shared[0]
-        finally:
-            _let_go_reading(real)
-        return
-    if opened_here(real) is not None:
-        msg = f"ledger home {real!r} is open in this process to write; read it through that"
-        raise LedgerConfigError(msg)
-    fd = _lock_shared(real)
-    try:
-        env = lmdb.open(real, readonly=True, lock=True, max_dbs=MAX_DBS,
-                        map_size=DEFAULT_MAP_SIZE, create=False, max_readers=512)
-    except lmdb.Error as e:
-        os.close(fd)
-        msg = f"cannot open ledger home {real!r} to read: {e}; check the path"
-        raise LedgerConfigError(msg) from e
-    home = LMDBHome(real, env, sync=False, lock_fd=fd)
-    with _homes_lock:
+            env = lmdb.open(real, readonly=True, lock=True, max_dbs=MAX_DBS,
+                            map_size=DEFAULT_MAP_SIZE, create=False, max_readers=512)
+        except lmdb.Error as e:
+            os.close(fd)
+            msg = f"cannot open ledger home {real!r} to read: {e}; check the path"
+            raise LedgerConfigError(msg) from e
+        home = LMDBHome(real, env, sync=False, lock_fd=fd)
         _reading[real] = (home, 1)
     try:
         check_length(env, real)
         from lessonledger.ledger.packs import refuse_pending  # it builds on the log
 
         refuse_pending(home)
-        yield home
-    finally:
+    except BaseException:
         _let_go_reading(real)
+        raise
+    return home
 
 
 def _let_go_reading(real: str) -> None:

@@ -94,8 +94,8 @@ def open_queries(home: Path, *, read_only: bool = False) -> Iterator[Reader]:
         reader.close()
         if reader.unrecorded:
             print(f"lessonledger: answered, but {reader.unrecorded} recall record(s) were "
-                  "not written: another process held the write lock too long",
-                  file=sys.stderr)
+                  "not written: another process held the write lock too long, or an "
+                  "erasure came after they were shown", file=sys.stderr)
 
 
 def row_json(row: LessonRow, *, moves: bool = False) -> dict[str, Any]:
