@@ -14,6 +14,7 @@ the new home (``erased_later``), and ``verify`` reports them as erased, not as d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -34,6 +35,7 @@ from lessonledger.ledger.lmdb_env import (
     on_read_only_filesystem,
     opened_here,
     outside_home,
+    reading,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -129,11 +131,17 @@ def objects_of(home: str | os.PathLike[str], *, read_only: bool = False) -> Iter
             yield _objects(lmdb_home)
         return
     here = opened_here(os.fspath(home))  # one durability setting per home and process
-    lmdb_home = acquire(os.fspath(home), sync=here.sync if here is not None else True)
-    try:
+    with contextlib.ExitStack() as stack:
+        lmdb_home: LMDBHome | None = None
+        if here is None:
+            # Read beside the writers, never waiting on their write lock (see
+            # lmdb_env.reading); a home with packs to lay out is opened to write.
+            with contextlib.suppress(LedgerConfigError):
+                lmdb_home = stack.enter_context(reading(os.fspath(home)))
+        if lmdb_home is None:
+            lmdb_home = acquire(os.fspath(home), sync=here.sync if here is not None else True)
+            stack.callback(release, lmdb_home)
         yield _objects(lmdb_home)
-    finally:
-        release(lmdb_home)
 
 
 def _objects(home: LMDBHome) -> tuple[LMDBHome, EventLog, ObjectView]:
