@@ -132,16 +132,16 @@ def objects_of(home: str | os.PathLike[str], *, read_only: bool = False) -> Iter
         return
     here = opened_here(os.fspath(home))  # one durability setting per home and process
     with contextlib.ExitStack() as stack:
-        lmdb_home: LMDBHome | None = None
+        opened: LMDBHome | None = None
         if here is None:
             # Read beside the writers, never waiting on their write lock (see
             # lmdb_env.reading); a home with packs to lay out is opened to write.
             with contextlib.suppress(LedgerConfigError):
-                lmdb_home = stack.enter_context(reading(os.fspath(home)))
-        if lmdb_home is None:
-            lmdb_home = acquire(os.fspath(home), sync=here.sync if here is not None else True)
-            stack.callback(release, lmdb_home)
-        yield _objects(lmdb_home)
+                opened = stack.enter_context(reading(os.fspath(home)))
+        if opened is None:
+            opened = acquire(os.fspath(home), sync=here.sync if here is not None else True)
+            stack.callback(release, opened)
+        yield _objects(opened)
 
 
 def _objects(home: LMDBHome) -> tuple[LMDBHome, EventLog, ObjectView]:
