@@ -41,15 +41,14 @@ from lessonledger.commands.errors import (
 from lessonledger.commands.messages import Label, checked_project, checked_text
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
-from lessonledger.ledger.errors import LedgerClosedError, LedgerConfigError
+from lessonledger.ledger.errors import LedgerClosedError
 from lessonledger.ledger.events import Erased, Key, Text, decode_event
 from lessonledger.ledger.lmdb_env import (
     LMDBHome,
     acquire,
+    beside_writers,
     on_read_only_filesystem,
-    opened_here,
     read_here,
-    reading,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -465,25 +464,15 @@ class Reader(ReadSide):
         self.read_only = on_read_only_filesystem(path) if read_only is None else read_only
         self._stack = contextlib.ExitStack()
         self._home: LMDBHome
-        held = False
         if self.read_only:
             self._home = self._stack.enter_context(read_only_home(path))
-        elif one_shot and opened_here(path) is not None:
-            self._home = acquire(path)  # shared with what has it open here
-            self._stack.callback(release, self._home)
         elif one_shot:
-            try:
-                self._home = self._stack.enter_context(reading(path))
-                held = True
-            except LedgerConfigError:
-                # Packs to lay out first (a fresh clone), which only a writable open does;
-                # or it cannot be read so, which that open then says why.
-                self._home = acquire(path)
-                self._stack.callback(release, self._home)
+            self._home = self._stack.enter_context(beside_writers(path))
         else:
             self._home = acquire(path)
             self._stack.callback(release, self._home)
         self.home = self._home.path
+        held = one_shot and not self.read_only and bool(self._home.env.flags()["readonly"])
         self._held = held
         #: Records held (``one_shot``) that :meth:`close` did not commit (see
         #: :func:`~lessonledger.commands.deferred.commit_held`).

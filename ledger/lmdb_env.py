@@ -12,6 +12,7 @@ home open: it takes the same lock exclusively, and fails fast when it cannot.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -34,6 +35,7 @@ __all__ = [
     "UNSWEPT_TREE",
     "LMDBHome",
     "acquire",
+    "beside_writers",
     "check_length",
     "compaction_due",
     "let_go_of_pages",
@@ -357,6 +359,29 @@ def reading(path: str) -> Iterator[LMDBHome]:
         yield home
     finally:
         _let_go_reading(real)
+
+
+@contextmanager
+def beside_writers(path: str, *, sync: bool | None = None) -> Iterator[LMDBHome]:
+    """Open a home to read beside its writers: :func:`reading` when it can, else as a writer.
+
+    Shared with this process's writable open if it has one (``sync`` then follows it);
+    opened to write, with ``sync`` (default True), when a read-only open cannot be had
+    (packs to lay out first, a fresh clone's, which only a writable open does; or a home
+    it cannot read so, which that open then says why). Whether the home is read-only is
+    ``home.env.flags()["readonly"]``.
+    """
+    here = opened_here(path)
+    with contextlib.ExitStack() as stack:
+        opened: LMDBHome | None = None
+        if here is None:
+            with contextlib.suppress(LedgerConfigError):
+                opened = stack.enter_context(reading(path))
+        if opened is None:
+            opened = acquire(path, sync=here.sync if here is not None
+                             else sync if sync is not None else True)
+            stack.callback(release, opened)
+        yield opened
 
 
 def _share_reading(real: str) -> LMDBHome | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import shlex
@@ -17,11 +16,11 @@ from lessonledger.ledger.lmdb_env import (
     MAX_DBS,
     LMDBHome,
     acquire,
+    beside_writers,
     check_length,
     on_read_only_filesystem,
     opened_here,
     read_here,
-    reading,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
@@ -246,17 +245,8 @@ def _lmdb_home(home: Path, *, read_only: bool) -> Iterator[LMDBHome]:
         with lmdb_read_only(str(home)) as lmdb_home:
             yield lmdb_home
         return
-    with contextlib.ExitStack() as stack:
-        opened: LMDBHome | None = None
-        if opened_here(str(home)) is None:
-            # Read beside the writers without waiting on their write lock (see
-            # lmdb_env.reading); a home with packs to lay out is opened to write.
-            with contextlib.suppress(LedgerConfigError):
-                opened = stack.enter_context(reading(str(home)))
-        if opened is None:
-            opened = acquire(str(home), sync=sync_setting())
-            stack.callback(release, opened)
-        yield opened
+    with beside_writers(str(home), sync=sync_setting()) as lmdb_home:
+        yield lmdb_home
 
 
 @contextmanager

@@ -14,7 +14,6 @@ the new home (``erased_later``), and ``verify`` reports them as erased, not as d
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -32,10 +31,9 @@ from lessonledger.ledger.events import ERASED, AnyEvent, SnapshotTaken
 from lessonledger.ledger.lmdb_env import (
     LMDBHome,
     acquire,
+    beside_writers,
     on_read_only_filesystem,
-    opened_here,
     outside_home,
-    reading,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as read_only_home
@@ -130,18 +128,8 @@ def objects_of(home: str | os.PathLike[str], *, read_only: bool = False) -> Iter
         with read_only_home(os.fspath(home)) as lmdb_home:
             yield _objects(lmdb_home)
         return
-    here = opened_here(os.fspath(home))  # one durability setting per home and process
-    with contextlib.ExitStack() as stack:
-        opened: LMDBHome | None = None
-        if here is None:
-            # Read beside the writers, never waiting on their write lock (see
-            # lmdb_env.reading); a home with packs to lay out is opened to write.
-            with contextlib.suppress(LedgerConfigError):
-                opened = stack.enter_context(reading(os.fspath(home)))
-        if opened is None:
-            opened = acquire(os.fspath(home), sync=here.sync if here is not None else True)
-            stack.callback(release, opened)
-        yield _objects(opened)
+    with beside_writers(os.fspath(home)) as lmdb_home:
+        yield _objects(lmdb_home)
 
 
 def _objects(home: LMDBHome) -> tuple[LMDBHome, EventLog, ObjectView]:
