@@ -562,6 +562,10 @@ def trigger_id(envelope: Envelope) -> UUID:
     return UUID(int=envelope.position)
 
 
+#: How long each longevity keeps a lesson without fresh evidence, in order (DESIGN §4).
+_LASTS = {"tentative": 0, "ongoing": 1, "durable": 2, "explicit": 3}
+
+
 def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     """An equivalent lesson is already active: absorb the new one, or make both global.
 
@@ -581,6 +585,13 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     equivalent = [other for other in view.active_like(new.same_as)
                   if other.lesson_id not in (new.lesson_id, new.supersedes)]
     for other in equivalent:
+        if other.scope in (new.scope, "global") and _LASTS[new.longevity] > _LASTS[
+                other.longevity]:
+            # Absorbed, it would leave with the one on file: a user's statement never
+            # expires, and a loop's lesson does. It replaces its project's; beside a
+            # global one it stands in its own project.
+            return [LessonSuperseded(lesson_id=other.lesson_id, reason="replaced",
+                                     by=new.lesson_id)] if other.scope == new.scope else []
         if other.scope in (new.scope, "global"):
             # One outcome, one attribution: evidence it already has confirms nothing.
             return [LessonSuperseded(lesson_id=new.lesson_id, reason="replaced",
