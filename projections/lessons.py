@@ -944,10 +944,25 @@ class LessonView(TypedFold[State]):
             derivation=event.derivation, longevity=event.longevity,
             fingerprint=dict(event.fingerprint), evidence=list(event.evidence),
             confidence=event.confidence, status="trial" if cited else "claimed",
-            created_at=at, last_evidence_at=at, supersedes=event.supersedes,
+            created_at=at, supersedes=event.supersedes,
+            # The evidence's own time: a lesson made from old evidence (a demoted lesson's
+            # copy, an extractor's reading of a past session) is as fresh as it, not as
+            # the event that made it. What a person states is a correction, fresh now.
+            last_evidence_at=at if event.source == "user" else max(
+                (row.at for _, row in found if row is not None), default=at),
             projects=[event.scope] if cited else [], in_play_epoch=self._s.epoch,
             sessions=sorted({row.session for _, row in found if row is not None}),
         )
+        edited = self._row(event.supersedes) if event.supersedes is not None else None
+        if edited is not None and _is_edit(edited, row):
+            # The same lesson reworded: where it was learned and confirmed, and the trust
+            # it earned there, are its own still (a global one demotes to its last
+            # confirmer; a trusted one is not on trial again for a new wording).
+            row.origin, row.projects = edited.origin, list(edited.projects)
+            row.recent, row.doubted = list(edited.recent), list(edited.doubted)
+            row.last_evidence_at = at  # an edit is a human correction
+            if edited.status == "trusted":
+                row.status = "trusted"
         if not self._full:
             if event.lesson_id in self._s.lessons:
                 self._redo_all()  # a new row in the old one's place: rewrite its lists
@@ -1061,6 +1076,7 @@ class LessonView(TypedFold[State]):
             row.sessions = [*row.sessions,
                             *(s for s in merged.sessions if s not in row.sessions)]
             row.confidence = max(row.confidence, merged.confidence)
+            row.last_evidence_at = max(row.last_evidence_at, merged.last_evidence_at)
         if row.status == "trial" and len(row.sessions) >= self.rules.trusted_sessions:
             row.status = "trusted"
         self._move(row, position, LESSON_PROMOTED, None, ",".join(event.projects))
@@ -1209,6 +1225,18 @@ def _shown(confidence: float) -> float:
 @lru_cache(maxsize=1 << 16)
 def _rounded(confidence: float) -> float:
     return round(confidence, 6)
+
+
+def _is_edit(old: LessonRow, new: LessonRow) -> bool:
+    """Whether ``new``, proposed to supersede ``old``, is ``old`` in other words.
+
+    An edit copies every field but the text (``handlers._edit``); a lesson the loop
+    proposes in another's place says something else, or the same with another longevity
+    and a fresh confidence, and starts afresh.
+    """
+    return (old.same_as == new.same_as and old.source == new.source
+            and old.longevity == new.longevity and old.confidence == new.confidence
+            and old.scope == new.scope)
 
 
 def _works(outcome: OutcomeRow | None, row: LessonRow) -> bool:
