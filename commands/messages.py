@@ -24,6 +24,7 @@ from lessonledger.ledger.events import (
     LessonKind,
     Longevity,
     Operation,
+    Project,
     Scope,
     Signal,
     Text,
@@ -97,7 +98,7 @@ def _refuse_blank(command: _Command) -> None:
 class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome"):
     """A task ended: how it was judged, what was tried, and which lessons were in front."""
 
-    project: Scope
+    project: Project
     task: Text = ""
     passed: bool
     signal: Signal = "verification"
@@ -108,13 +109,18 @@ class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome")
     fingerprint: Fingerprint = {}
 
 
+#: The operations each kind of lesson speaks about (DESIGN §4: what it predicts).
+_OPERATIONS_OF = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
+                  "do": ("prefer_op",)}
+
+
 class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
     """A lesson from an extractor, the model, or a person, citing the outcomes behind it.
 
     Without evidence it is stored as ``claimed`` and never recalled until confirmed.
     """
 
-    project: Scope
+    project: Project
     text: LessonText
     kind: LessonKind
     avoid_op: Annotated[str, Meta(max_length=512)] = ""
@@ -132,12 +138,19 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
         # Runs in a hand-built command too, whose fields nothing has checked yet: an
         # unknown kind is left to checked_command. InvalidCommandError is a ValueError,
         # so decoding reports it as a msgspec.ValidationError, as any bad field.
-        need = {"prefer": ("avoid_op", "prefer_op"), "avoid": ("avoid_op",),
-                "do": ("prefer_op",)}.get(self.kind, ())
+        need = _OPERATIONS_OF.get(self.kind, ())
         missing = [name for name in need if not getattr(self, name)]
         if missing:
             msg = f"a {self.kind!r} lesson needs {' and '.join(missing)}"
             raise InvalidCommandError(msg, f"$.{missing[0]}")
+        # An operation the kind does not name predicts nothing, yet recall's disagreement
+        # test would read it: refused rather than kept to mislead.
+        stray = [name for name in ("avoid_op", "prefer_op")
+                 if name not in need and self.kind in _OPERATIONS_OF and getattr(self, name)]
+        if stray:
+            msg = (f"a {self.kind!r} lesson names no {stray[0]}; leave it out, or make the "
+                   "lesson a 'prefer' one, which names both")
+            raise InvalidCommandError(msg, f"$.{stray[0]}")
 
 
 class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):

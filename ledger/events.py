@@ -84,6 +84,7 @@ __all__ = [
     "Operation",
     "OutcomeObserved",
     "Principal",
+    "Project",
     "Provenance",
     "PublicKey",
     "ReconcilePassed",
@@ -108,6 +109,9 @@ Text = Annotated[str, Meta(max_length=8192)]
 #: A project digest (hex) or the literal ``global``. Patterns end in ``\Z``, never ``$``:
 #: msgspec checks them with ``re.search``, where ``$`` matches before a final newline too.
 Scope = Annotated[str, Meta(pattern=r"^(global|[0-9a-f]{16,64})\Z")]
+#: A project digest alone: where an outcome happens and a lesson is learned. ``global``
+#: is where a lesson goes when a second project learns it, never where one is put.
+Project = Annotated[str, Meta(pattern=r"^[0-9a-f]{16,64}\Z")]
 Confidence = Annotated[float, Meta(ge=0.0, le=1.0)]
 Ids = Annotated[list[UUID], Meta(max_length=1000)]
 #: A fingerprint as it comes in (a command, a raw submission): each name a component (a

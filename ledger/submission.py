@@ -23,6 +23,7 @@ from lessonledger.ledger.events import (
     AnyEvent,
     Fingerprint,
     LessonProposed,
+    OutcomeObserved,
     encode_event,
     overlong_key,
     tag_of,
@@ -115,6 +116,14 @@ def parse_submission(data: bytes | str) -> Submission:
         msg = "invalid event: a lesson's text is only spaces; write what the lesson says"
         raise InvalidEventError(msg, "$.event.text")
     refuse_ledger_only(event)
+    if isinstance(event, OutcomeObserved | LessonProposed) and (
+            getattr(event, "project", "") or getattr(event, "scope", "")) == "global":
+        # Global is earned (a second project learns it, DESIGN §4), not stated: an
+        # outcome "in global" would teach every project at once.
+        msg = ("invalid event: an outcome or a lesson belongs to a project (its digest), "
+               "not 'global'; a lesson becomes global when a second project learns it")
+        raise InvalidEventError(msg, "$.event.project" if isinstance(event, OutcomeObserved)
+                                else "$.event.scope")
     refuse_overlong(submission)
     return submission
 

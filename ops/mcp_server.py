@@ -30,7 +30,7 @@ from lessonledger.commands.messages import (
     command_from,
 )
 from lessonledger.commands.queries import CheckQuery, LessonsQuery, RecallQuery, WhyQuery
-from lessonledger.ledger.events import Scope
+from lessonledger.ledger.events import Project, Scope
 from lessonledger.ops.failures import failure
 from lessonledger.ops.ledger_api import LedgerApi
 from mcp.server.context import ServerRequestContext
@@ -104,6 +104,10 @@ def _why(api: LedgerApi, q: WhyQuery, project: str) -> Answer:
 _PROJECT_ARGUMENT = Annotated[Scope | None, Meta(description=(
     "the project digest (16 to 64 lowercase hex characters, or 'global'); the server's "
     "own project (its working directory's git remote) when omitted"))]
+#: The same, where the command takes a project alone (an outcome, a proposal).
+_PROJECT_ONLY_ARGUMENT = Annotated[Project | None, Meta(description=(
+    "the project digest (16 to 64 lowercase hex characters); the server's own project "
+    "(its working directory's git remote) when omitted"))]
 
 
 def _arguments_of(kind: type[Struct]) -> type[Struct]:
@@ -116,7 +120,8 @@ def _arguments_of(kind: type[Struct]) -> type[Struct]:
     fields: list[tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(kind):
         if f.name == "project":
-            fields.append((f.name, _PROJECT_ARGUMENT, None))
+            fields.append((f.name, _PROJECT_ONLY_ARGUMENT if f.type is Project
+                           else _PROJECT_ARGUMENT, None))
         elif f.default_factory is not msgspec.NODEFAULT:
             fields.append((f.name, f.type, msgspec.field(default_factory=f.default_factory)))
         elif f.default is not msgspec.NODEFAULT:

@@ -12,7 +12,13 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 from hypothesis import strategies as st
-from lessonledger.ledger.events import LEDGER_ONLY, AnyEvent, tag_of
+from lessonledger.ledger.events import (
+    LEDGER_ONLY,
+    AnyEvent,
+    LessonProposed,
+    OutcomeObserved,
+    tag_of,
+)
 from lessonledger.ledger.submission import Submission
 
 _TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
@@ -77,7 +83,13 @@ def events() -> st.SearchStrategy[Any]:
 def submissions() -> st.SearchStrategy[Submission]:
     """Valid submissions of any catalogue event a publisher may submit."""
     return from_type_info(mi.type_info(Submission)).filter(
-        lambda s: tag_of(type(s.event)) not in LEDGER_ONLY)
+        lambda s: tag_of(type(s.event)) not in LEDGER_ONLY and not _global_by_fiat(s.event))
+
+
+def _global_by_fiat(event: Any) -> bool:
+    """An outcome or a lesson submitted "in global", which only a promotion makes."""
+    return isinstance(event, OutcomeObserved | LessonProposed) and "global" in (
+        getattr(event, "project", ""), getattr(event, "scope", ""))
 
 
 def ledger_only_submissions() -> st.SearchStrategy[Submission]:

@@ -52,7 +52,7 @@ def test_publish_refuses_input_over_its_bound_naming_it(tmp_path: Path, source: 
 
 def test_publish_still_reads_input_within_its_bound(tmp_path: Path) -> None:
     home = _home(tmp_path)
-    line = (b'{"command": "observe_outcome", "key": "k1", "project": "global", '
+    line = (b'{"command": "observe_outcome", "key": "k1", "project": "3f9a0c1b2d4e5f60", '
             b'"passed": true, "signal": "verification"}\r\n')
     done = subprocess.run([*CLI, "--home", str(home), "publish", "-"],
                           input=b"\xef\xbb\xbf" + line, capture_output=True, timeout=120,
