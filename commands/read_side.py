@@ -39,7 +39,7 @@ from lessonledger.commands.errors import (
     UnknownLessonError,
 )
 from lessonledger.commands.messages import Label, checked_project, checked_text
-from lessonledger.commands.recall import Check, Recaller, recalled
+from lessonledger.commands.recall import Check, Recaller, holding_here, recalled
 from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.errors import LedgerClosedError
 from lessonledger.ledger.events import Erased, Key, Text, decode_event
@@ -180,7 +180,8 @@ class ReadSide:
         if record:
             refuse_query(session=session, actor=actor, principal=principal)
         with self._lock:
-            rows = self._read(usage=True).active_for(project)
+            view = self._read(usage=True)
+            rows = holding_here(view, project, view.active_for(project))
             if record and rows:
                 self._record(recalled([r.lesson_id for r in rows][:1000], project, "",
                                            session, actor, principal))

@@ -40,7 +40,7 @@ from lessonledger.projections.recall import (
 )
 from lessonledger.projections.vector_index import VectorIndex
 
-__all__ = ["Check", "Recaller", "recalled"]
+__all__ = ["Check", "Recaller", "holding_here", "recalled"]
 
 #: Projects whose candidates are kept between queries (a few tens of kB each).
 _MAX_CACHED = 1024
@@ -201,7 +201,15 @@ class Recaller:
 
 def _here(view: LessonView, project: str) -> list[LessonRow]:
     """The project's candidates: its active lessons and the global ones that hold there."""
-    rows = view.active_for(project, history=False)  # ranked by their figures alone
+    return holding_here(view, project, view.active_for(project, history=False))
+
+
+def holding_here(view: LessonView, project: str, rows: list[LessonRow]) -> list[LessonRow]:
+    """``rows`` less the global lessons bound to another environment than ``project``'s.
+
+    Recall, check and the listing show the same lessons (rule 11): one an agent was
+    shown is in play, and its next outcome judges it.
+    """
     away = elsewhere(rows, view.observed(project))
     return [r for r in rows if r.lesson_id not in away] if away else rows
 
