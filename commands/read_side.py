@@ -413,17 +413,46 @@ class ReadSide:
             return snapshot([row])[0]
 
     def history(self, lesson_id: UUID) -> list[LessonRow]:
-        """The supersede chain through a lesson, oldest first."""
+        """Every lesson linked to this one by supersedes, each before what replaced it.
+
+        A chain of edits is a line; a promotion joins lessons (each absorbed one is
+        superseded by the global lesson), so every member of what was joined tells the
+        same history. Ties go oldest first.
+        """
         with self._lock:
-            lessons = self._read(usage=True).lessons
+            view = self._read(usage=True)
+            lessons = view.lessons
             if lesson_id not in lessons:
                 raise UnknownLessonError(lesson_id)
-            chain = [lessons[lesson_id]]
-            while chain[0].supersedes is not None and chain[0].supersedes in lessons:
-                chain.insert(0, lessons[chain[0].supersedes])
-            while chain[-1].superseded_by is not None and chain[-1].superseded_by in lessons:
-                chain.append(lessons[chain[-1].superseded_by])
-            return snapshot(chain)
+            before: dict[UUID, set[UUID]] = {}  # a lesson -> those it replaced
+            for row in view.briefs():
+                if row.superseded_by is not None:
+                    before.setdefault(row.superseded_by, set()).add(row.lesson_id)
+                if row.supersedes is not None:
+                    before.setdefault(row.lesson_id, set()).add(row.supersedes)
+            after: dict[UUID, set[UUID]] = {}
+            for later, earlier in before.items():
+                for one in earlier:
+                    after.setdefault(one, set()).add(later)
+            linked, todo = {lesson_id}, [lesson_id]
+            while todo:
+                for other in before.get(todo[-1], set()) | after.pop(todo.pop(), set()):
+                    if other not in linked and other in lessons:
+                        linked.add(other)
+                        todo.append(other)
+            rows = {i: lessons[i] for i in linked}
+            waiting = {i: len(before.get(i, set()) & linked) for i in linked}
+            order: list[LessonRow] = []
+            while waiting:
+                # A cycle (no log the ledger wrote has one) must not stop the answer.
+                ready = min([i for i, n in waiting.items() if not n] or waiting,
+                            key=lambda i: (rows[i].created_at, str(i)))
+                del waiting[ready]
+                order.append(rows[ready])
+                for later in linked:
+                    if later in waiting and ready in before.get(later, set()):
+                        waiting[later] -= 1
+            return snapshot(order)
 
 
 def _checked_stamp(session: str, actor: str, principal: str) -> None:
