@@ -331,20 +331,20 @@ class EventLog:
         return last + 1, cast(bytes, cursor.value())[-LINK_BYTES:], cursor
 
     def _append(
-        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
+        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes, now: int
     ) -> list[Position]:
-        positions = self._put(txn, events, salts)
-        return self._append_one_by_one(txn, events, salts) if positions is None else positions
+        positions = self._put(txn, events, salts, now)
+        return (self._append_one_by_one(txn, events, salts, now) if positions is None
+                else positions)
 
     def _put(
-        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
+        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes, now: int
     ) -> list[Position] | None:
         # The hot path of every write. It assumes the usual case, no id seen before and no
         # stream version taken, and puts each tree's entries in one call. When a put finds
         # a key taken, it takes its own entries back out and returns None.
         position, previous, log = self._tail(txn)
         first = position
-        now = time.time_ns()
         ids: list[tuple[bytes, bytes]] = []
         versions: list[tuple[bytes, bytes]] = []
         entries: list[tuple[bytes, bytes]] = []
@@ -398,7 +398,7 @@ class EventLog:
         return cast(list[Position], list(range(first, position)))
 
     def _append_one_by_one(
-        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes
+        self, txn: lmdb.Transaction, events: Sequence[NewEvent], salts: bytes, now: int
     ) -> list[Position]:
         # The slow path, for a batch holding a repeated id or a taken stream version. Each
         # new event is put before the next is looked at, so a repeat of an event earlier
@@ -409,7 +409,8 @@ class EventLog:
             if seen is not None:
                 positions.append(self._repeat(txn, event, int.from_bytes(seen, "big")))
                 continue
-            put = self._put(txn, events[i : i + 1], salts[i * SALT_BYTES : (i + 1) * SALT_BYTES])
+            put = self._put(txn, events[i : i + 1],
+                            salts[i * SALT_BYTES : (i + 1) * SALT_BYTES], now)
             if put is None:
                 raise StreamConflictError(event.stream, event.version)
             positions += put
@@ -653,6 +654,10 @@ class Writing:
         self.appended = 0
         #: The chain link of the last record :meth:`import_records` put (empty before).
         self.link = b""
+        #: When the block's first event was appended: every event it appends is recorded
+        #: then, so a time (``--as-of TIME``) falls between transactions, never inside
+        #: one, where a command's event would show without what its policies decided.
+        self.recorded_at = 0
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -668,7 +673,10 @@ class Writing:
         An error may leave part of the batch in the transaction: let it leave the block,
         which then commits nothing.
         """
-        positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)))
+        if not self.recorded_at:
+            self.recorded_at = time.time_ns()
+        positions = self._log._append(self._txn, events, os.urandom(SALT_BYTES * len(events)),
+                                      self.recorded_at)
         self.appended += len(events)
         return positions
 

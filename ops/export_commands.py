@@ -44,7 +44,7 @@ from lessonledger.ledger.envelope import GENESIS, MAX_BODY_BYTES, checked_stored
 from lessonledger.ledger.errors import LedgerConfigError, LessonLedgerError, ReplayMismatchError
 from lessonledger.ledger.events import ERASED, EVENT_TYPES, Erased, decode_event, tag_of
 from lessonledger.ledger.lmdb_env import outside_home
-from lessonledger.ledger.log import LOG_NAME
+from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.ledger.secrets import credential_field
 from lessonledger.ops.config import check_home_file, is_home, open_log
 from lessonledger.ops.export_format import (
@@ -106,6 +106,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     with open_log(args.home, read_only=args.read_only, name=args.log) as log:
         head = log.head()
         start, last = selection.start or 1, min(selection.stop or head, head)
+        if args.include_envelopes:  # the form an import replays
+            _refuse_cut_inside_a_transaction(log, last, head)
         chain = next((r.stored.link for r in rows(log, last, last)), GENESIS)
         now = time.time_ns()
         header = Header(format=FORMAT, log_name=log.name, head=head, last=last, chain=chain.hex(),
@@ -125,6 +127,30 @@ def _cmd_export(args: argparse.Namespace) -> int:
         echo(f"exported {written:,} events (positions {start:,} to {last:,} of {head:,}) "
              f"to {args.output}")
     return 0
+
+
+def _refuse_cut_inside_a_transaction(log: EventLog, last: int, head: int) -> None:
+    """Refuse ``--to`` between two events of one transaction (they share a recorded time).
+
+    For an export an import replays. Imported, such a prefix would hold a command's event without what its policies
+    decided with it: a state no reader of the source ever saw, and one the new home never
+    completes (policies run on new events only). Logs written before a transaction's events
+    shared their time are not told apart.
+    """
+    if last >= head:
+        return
+    at = [r.envelope.recorded_at for r in rows(log, last, last + 1)]
+    if len(at) < 2 or at[0] != at[1]:
+        return
+    end = last + 1
+    for row in rows(log, last + 2, head):
+        if row.envelope.recorded_at != at[0]:
+            break
+        end = row.envelope.position
+    msg = (f"--to {last} falls inside a transaction that wrote positions up to {end} "
+           f"together (a command and what its policies decided); export --to {end}, or "
+           "to a position before that transaction")
+    raise LedgerConfigError(msg)
 
 
 def _check_output(path: Path, home: Path) -> None:
