@@ -151,6 +151,11 @@ class ProposeLesson(_Command, frozen=True, kw_only=True, tag="propose_lesson"):
             msg = (f"a {self.kind!r} lesson names no {stray[0]}; leave it out, or make the "
                    "lesson a 'prefer' one, which names both")
             raise InvalidCommandError(msg, f"$.{stray[0]}")
+        if self.longevity == "explicit" and self.source != "user":
+            # Explicit never expires and outlasts what the loop learned: a person's word.
+            msg = (f"an {self.source}'s lesson cannot be 'explicit' (only what a person "
+                   "states is); leave longevity out, or set source 'user'")
+            raise InvalidCommandError(msg, "$.longevity")
 
 
 class EditLesson(_Command, frozen=True, kw_only=True, tag="edit_lesson"):

@@ -124,6 +124,11 @@ def parse_submission(data: bytes | str) -> Submission:
                "not 'global'; a lesson becomes global when a second project learns it")
         raise InvalidEventError(msg, "$.event.project" if isinstance(event, OutcomeObserved)
                                 else "$.event.scope")
+    if isinstance(event, LessonProposed) and event.longevity == "explicit" \
+            and event.source != "user":
+        msg = (f"invalid event: an {event.source}'s lesson cannot be 'explicit' (only what a "
+               "person states is); leave longevity out, or set source 'user'")
+        raise InvalidEventError(msg, "$.event.longevity")
     refuse_overlong(submission)
     return submission
 

@@ -83,13 +83,16 @@ def events() -> st.SearchStrategy[Any]:
 def submissions() -> st.SearchStrategy[Submission]:
     """Valid submissions of any catalogue event a publisher may submit."""
     return from_type_info(mi.type_info(Submission)).filter(
-        lambda s: tag_of(type(s.event)) not in LEDGER_ONLY and not _global_by_fiat(s.event))
+        lambda s: tag_of(type(s.event)) not in LEDGER_ONLY and not _by_fiat(s.event))
 
 
-def _global_by_fiat(event: Any) -> bool:
-    """An outcome or a lesson submitted "in global", which only a promotion makes."""
-    return isinstance(event, OutcomeObserved | LessonProposed) and "global" in (
-        getattr(event, "project", ""), getattr(event, "scope", ""))
+def _by_fiat(event: Any) -> bool:
+    """What only the ledger or a person makes: an outcome or a lesson "in global" (a
+    promotion makes it), a lesson "explicit" that no person stated."""
+    return (isinstance(event, OutcomeObserved | LessonProposed) and "global" in (
+        getattr(event, "project", ""), getattr(event, "scope", ""))) or (
+        isinstance(event, LessonProposed) and event.longevity == "explicit"
+        and event.source != "user")
 
 
 def ledger_only_submissions() -> st.SearchStrategy[Submission]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from _attack18b_agent import P1, Agent, day, fail, ok
-from lessonledger.commands import open_ledger
+from lessonledger.commands import CommandError, open_ledger
 
 
 def test_a_user_stated_lesson_is_not_lost_to_expiry_through_an_equivalent_loop_lesson(
@@ -34,3 +35,15 @@ def test_a_user_stated_lesson_is_not_lost_to_expiry_through_an_equivalent_loop_l
         active = led.lessons(P1, record=False)
         assert [r.longevity for r in active] == ["explicit"], [
             (r.source, r.status, r.reason) for r in led.view.lessons.values()]
+
+
+def test_only_a_persons_lesson_is_explicit(tmp_path: Path) -> None:
+    """Explicit outlasts what the loop learned and replaces it: an extractor saying
+    ``longevity="explicit"`` would be a person's word it is not."""
+    with open_ledger(tmp_path, sync=False) as led:
+        agent = Agent(led)
+        outcome = agent.outcome(P1, "s1", [fail(), ok()], when=day(0))
+        head = led.head()
+        with pytest.raises(CommandError, match="only what a person states"):
+            agent.propose(P1, source="extractor", longevity="explicit", evidence=[outcome])
+        assert led.head() == head
