@@ -132,10 +132,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _refuse_cut_inside_a_transaction(log: EventLog, last: int, head: int) -> None:
     """Refuse ``--to`` between two events of one transaction (they share a recorded time).
 
-    For an export an import replays. Imported, such a prefix would hold a command's event without what its policies
-    decided with it: a state no reader of the source ever saw, and one the new home never
-    completes (policies run on new events only). Logs written before a transaction's events
-    shared their time are not told apart.
+    For an export an import replays. Imported, such a prefix would hold a command's event
+    without what its policies decided with it: a state no reader of the source ever saw,
+    and one the new home never completes (policies run on new events only). Logs written
+    before a transaction's events shared their time are not told apart.
     """
     if last >= head:
         return
