@@ -14,22 +14,12 @@ import _attack16_paths  # noqa: F401  (first: puts hubtools on the path)
 import msgspec
 import pytest
 from hubtools import HubProcess, curve_hub
-from lessonledger.ledger.envelope import Envelope
 from lessonledger.ledger.lmdb_env import acquire, release
 from lessonledger.ledger.log import LOG_NAME, EventLog
 from lessonledger.sync import RemoteLedger
 
 P = "3f9a0c1b2d4e5f60"
 GHP = "ghp_" + "Zq7Xk2Lm9Pw4Rt6Yb1Nc8Vd3Hs5Jf0Ga2Ke7"  # GitHub token shape
-
-
-def _envelopes(home: Path) -> list[tuple[Envelope, bytes | None]]:
-    lmdb_home = acquire(str(home), sync=False)
-    try:
-        return [(msgspec.msgpack.decode(e, type=Envelope), b)
-                for _, e, b, _ in EventLog(lmdb_home, LOG_NAME).raw(1)]
-    finally:
-        release(lmdb_home)
 
 
 def _home_bytes(home: Path) -> bytes:
