@@ -10,7 +10,7 @@ from lessonledger.commands.recall import Recaller
 from lessonledger.ledger.log import EventLog
 from lessonledger.projections.lesson_rows import Adoption
 from lessonledger.projections.lessons import LessonRow, LessonView
-from lessonledger.projections.recall import MAX_LESSONS, MAX_TOKENS, Ranked
+from lessonledger.projections.recall import MAX_LESSONS, MAX_TOKENS, Ranked, elsewhere
 
 __all__ = ["RecallVerdict", "Step", "Why", "explain"]
 
@@ -94,6 +94,15 @@ def _verdict(view: LessonView, recaller: Recaller, row: LessonRow, project: str,
                   "are recalled")
     if row.scope not in (project, "global"):
         return no(f"it belongs to project {row.scope}; recall never crosses projects")
+    observed = view.observed(project)
+    if elsewhere([row], observed):
+        # Rule 11: recall leaves such a lesson out of the candidates, so it is never
+        # ranked there; say which component differs instead of looking for its place.
+        differs = ", ".join(f"{c} {v!r} where the project reported {observed[c]!r}"
+                            for c, v in sorted(row.fingerprint.items())
+                            if observed.get(c, v) != v)
+        return no(f"it is bound to another environment ({differs}); a global lesson says "
+                  "nothing where the project's outcomes last reported otherwise (rule 11)")
     result = recaller.rank(view, project, query, now, exact=True)
     place = next(i for i, r in enumerate(result.ranked, 1) if r.lesson_id == row.lesson_id)
     figures = result.ranked[place - 1]
