@@ -460,6 +460,13 @@ def _checked_stamp(session: str, actor: str, principal: str) -> None:
     for text, field in ((session, "$.session"), (actor, "$.actor"),
                         (principal, "$.principal")):
         checked_text(text, field, Label)
+        # As messages._refuse_blank does for a command: spaces alone name nobody, and the
+        # recall record stamped with them could not be erased by that session or principal
+        # (``erase --session "   "`` is refused as blank).
+        if text and not text.strip():
+            msg = (f"invalid query: {field[2:]} {text!r} is only spaces: write it out, or "
+                   "leave the field out")
+            raise InvalidCommandError(msg, field)
 
 
 class Reader(ReadSide):
