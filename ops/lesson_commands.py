@@ -205,7 +205,11 @@ def _cmd_retire(args: argparse.Namespace) -> int:
 
 def _cmd_reconcile(args: argparse.Namespace) -> int:
     now = args.now or datetime.now(UTC)
-    return _run(args, command_from({"key": args.key or f"reconcile:{now.isoformat()}",
+    # The key names the instant, not its spelling: the same moment written in another
+    # zone is a retry of the pass, not a second decay. In UTC, as a UTC spelling always
+    # was, so the keys existing homes hold stay the same.
+    key = f"reconcile:{now.astimezone(UTC).isoformat()}"
+    return _run(args, command_from({"key": args.key or key,
                                     "now": now, "actor": "operator"}, Reconcile))
 
 
