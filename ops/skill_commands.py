@@ -16,17 +16,18 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import msgspec
 from lessonledger.commands.skills import Skills
 from lessonledger.ledger.errors import LedgerConfigError
+from lessonledger.ledger.events import Scope
 from lessonledger.ledger.text import folded
 from lessonledger.ops.hub_commands import add_remote, remote
 from lessonledger.ops.lesson_commands import open_lessons
 from lessonledger.ops.render import echo, print_json
-from lessonledger.projections.deltas import DeltaRow
+from lessonledger.projections.deltas import DeltaRow, DeltaStatus
 from lessonledger.projections.resolution import DEFAULT_BUDGET
 from lessonledger.sync.client import RemoteSkills
 
@@ -103,6 +104,20 @@ def _budget(text: str) -> int:
         msg = f"the budget is a number of tokens, 0 or more, not {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def _scope(text: str) -> str:
+    """``--scope`` of a query: a project digest or 'global', as a command's scope must be.
+
+    A query writes no command that would refuse it, so a typo would resolve as a scope
+    no delta is in and answer the base as though nothing were learned.
+    """
+    try:
+        return msgspec.convert(text, Scope)
+    except msgspec.ValidationError:
+        msg = (f"the scope is a project digest (16 to 64 lowercase hex characters) or "
+               f"'global', not {text!r}")
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 #: The largest skill file read (4 MB): a body holds at most 1,000,000 characters
@@ -366,7 +381,8 @@ def _skill_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     for parser in (reg, res, diff):
         parser.add_argument("--root", default="user", help="the skill's root (default user)")
         if parser is not reg:
-            parser.add_argument("--scope", default="global", help="project digest or global")
+            parser.add_argument("--scope", default="global", type=_scope,
+                                help="project digest or global")
         _common(parser, by=False)
 
 
@@ -383,7 +399,8 @@ def _delta_parsers(sub: Any, parser_class: type[argparse.ArgumentParser]) -> Non
     verbs = deltas.add_subparsers(dest="deltas_verb", required=True, metavar="VERB",
                                   parser_class=parser_class)
     listing = verbs.add_parser("list", help="every delta, with status and track record")
-    listing.add_argument("--status", help="only this status (staged, active, orphaned, …)")
+    # A closed set: a typo would list nothing and tell a reviewer there is nothing to review.
+    listing.add_argument("--status", choices=get_args(DeltaStatus), help="only this status")
     listing.set_defaults(run=_cmd_list)
     pending = verbs.add_parser("pending", help="staged and orphaned deltas awaiting a person")
     pending.set_defaults(run=_cmd_pending)
