@@ -46,6 +46,7 @@ __all__ = [
     "outside_home",
     "read_here",
     "read_only",
+    "read_only_here",
     "reading",
     "release",
 ]
@@ -296,33 +297,67 @@ def check_length(env: lmdb.Environment, path: str) -> None:
         raise LedgerConfigError(msg)
 
 
+#: Homes this process has open through :func:`read_only`, by real path, with their users.
+_read_only: dict[str, tuple[LMDBHome, int]] = {}
+
+
 @contextmanager
 def read_only(path: str) -> Iterator[LMDBHome]:
     """Open a home that nobody writes to (a backup, a snapshot, read-only media).
 
     Not a byte is written: neither ``home.lock`` nor LMDB's reader table is touched,
     which is safe only while no process writes to the home. A read-only filesystem
-    guarantees that; elsewhere, the caller vouches for it.
+    guarantees that; elsewhere, the caller vouches for it. Opens of one home in a
+    process share one environment, as :func:`reading`'s do: LMDB refuses a second
+    environment of a file in a process ("already open in this process"), and a verb
+    may read the log and the lessons through two opens (``metrics --read-only``).
 
     Raises:
-        LedgerConfigError: LMDB cannot open it, or its file is cut short.
+        LedgerConfigError: LMDB cannot open it, its file is cut short, or it holds
+            packs not laid out yet.
     """
     real = os.path.realpath(path)
+    home = _open_read_only(real)
     try:
-        env = lmdb.open(real, readonly=True, lock=False, max_dbs=MAX_DBS,
-                        map_size=DEFAULT_MAP_SIZE, create=False)
-    except lmdb.Error as e:
-        msg = f"cannot open ledger home {real!r} read-only: {e}; check the path"
-        raise LedgerConfigError(msg) from e
-    check_length(env, real)
-    try:
+        yield home
+    finally:
+        _let_go_read_only(real)
+
+
+def _open_read_only(real: str) -> LMDBHome:
+    """Open and register the environment, or count one more user of the one open here."""
+    with _homes_lock:
+        shared = _read_only.get(real)
+        if shared is not None:
+            _read_only[real] = (shared[0], shared[1] + 1)
+            return shared[0]
+        try:
+            env = lmdb.open(real, readonly=True, lock=False, max_dbs=MAX_DBS,
+                            map_size=DEFAULT_MAP_SIZE, create=False)
+        except lmdb.Error as e:
+            msg = f"cannot open ledger home {real!r} read-only: {e}; check the path"
+            raise LedgerConfigError(msg) from e
         home = LMDBHome(real, env, sync=False, lock_fd=-1)
+        _read_only[real] = (home, 1)
+    try:
+        check_length(env, real)
         from lessonledger.ledger.packs import refuse_pending  # it builds on the log
 
         refuse_pending(home)
-        yield home
-    finally:
-        env.close()
+    except BaseException:
+        _let_go_read_only(real)
+        raise
+    return home
+
+
+def _let_go_read_only(real: str) -> None:
+    with _homes_lock:
+        home, users = _read_only[real]
+        if users > 1:
+            _read_only[real] = (home, users - 1)
+            return
+        del _read_only[real]
+    home.env.close()
 
 
 def compaction_due(home: LMDBHome) -> bool:
@@ -444,6 +479,13 @@ def read_here(path: str) -> LMDBHome | None:
     """The home at ``path`` if this process has it open through :func:`reading`."""
     with _homes_lock:
         shared = _reading.get(os.path.realpath(path))
+    return None if shared is None else shared[0]
+
+
+def read_only_here(path: str) -> LMDBHome | None:
+    """The home at ``path`` if this process has it open through :func:`read_only`."""
+    with _homes_lock:
+        shared = _read_only.get(os.path.realpath(path))
     return None if shared is None else shared[0]
 
 

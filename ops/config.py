@@ -21,6 +21,7 @@ from lessonledger.ledger.lmdb_env import (
     on_read_only_filesystem,
     opened_here,
     read_here,
+    read_only_here,
     release,
 )
 from lessonledger.ledger.lmdb_env import read_only as lmdb_read_only
@@ -87,7 +88,8 @@ def seconds_or_zero(text: str) -> float:
 
 def tree_names(home: Path) -> list[bytes]:
     """The named trees in ``home``'s LMDB file, read without writing a byte (no lock)."""
-    here = opened_here(str(home)) or read_here(str(home))
+    # LMDB refuses a second environment of the file in a process: read through the open one.
+    here = opened_here(str(home)) or read_here(str(home)) or read_only_here(str(home))
     if here is not None:
         with here.env.begin() as txn:
             return [key for key, _ in txn.cursor()]
