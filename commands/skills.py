@@ -43,7 +43,7 @@ from uuid import UUID, uuid4
 
 import msgspec
 from lessonledger.commands.errors import InvalidCommandError
-from lessonledger.commands.messages import command_from
+from lessonledger.commands.messages import checked_project, command_from
 from lessonledger.commands.receipts import Receipt
 from lessonledger.commands.skill_errors import (
     UNRESOLVABLE,
@@ -287,11 +287,13 @@ class Skills(SkillVerbs):
         Raises:
             UnknownSkillError: no such skill is registered.
             BaseMismatchError: ``base_text`` is not the registered version.
-            InvalidCommandError: ``budget`` is negative.
+            InvalidCommandError: ``budget`` is negative, or ``scope`` is neither a project
+                digest nor ``global``.
         """
         if budget < 0:
             msg = f"budget must be 0 or more tokens, not {budget}"
             raise InvalidCommandError(msg, "$.budget")
+        scope = checked_project(scope)  # no delta is ever scoped to a typo: it would match none
         tools = None if available is None else tuple(sorted(available))
         digest = body_digest(base_text)
         tried = tuple(dict.fromkeys(trial))

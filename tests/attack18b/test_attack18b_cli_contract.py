@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lessonledger.commands import open_ledger
+from lessonledger.commands.errors import InvalidCommandError
 
 CLI = str(Path(sys.executable).with_name("lessonledger"))
 BODY = "# Triage\n\nDo the thing.\n\n## Drafting replies\n\nBe nice.\n"
@@ -53,3 +55,12 @@ def test_skill_resolve_refuses_a_scope_that_is_no_project_digest(tmp_path: Path)
     done = _run(home, "skill", "resolve", "triage", str(skill), "--scope", "NOTHEX")
     assert done.returncode == 2, (done.returncode, done.stdout[:200])
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_api_refuses_such_a_scope_too(tmp_path: Path) -> None:
+    home, _ = _home(tmp_path)
+    with open_ledger(home, sync=False) as led:
+        head = led.head()
+        with pytest.raises(InvalidCommandError, match="not a project digest"):
+            led.skills.resolve("triage", BODY, scope="NOTHEX", session="s1")
+        assert led.head() == head
