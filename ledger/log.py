@@ -681,6 +681,11 @@ class Writing:
         return positions
 
     @property
+    def head(self) -> int:
+        """The last position, as this block sees it (what it appended included)."""
+        return self._log._tail(self._txn)[0] - 1
+
+    @property
     def transaction(self) -> lmdb.Transaction:
         """The LMDB write transaction, for rows kept in step with the log (sync's state)."""
         return self._txn

@@ -58,7 +58,7 @@ from lessonledger.ledger.objects import (
     merkle_root,
     segment_of,
 )
-from lessonledger.ledger.packs import Pack, packs_tree, put_pack, unpack
+from lessonledger.ledger.packs import Pack, put_packs, unpack
 from lessonledger.projections.runner import Runner, Scannable
 from lessonledger.projections.store import ViewStore
 from lessonledger.projections.views import OBJECTS, lesson_view, object_view, registry
@@ -480,7 +480,8 @@ class _Puller:
                     raise TamperedObjectError(kind="body", address=commitment, detail=(
                         f"the body at position {position} hashes otherwise"))
         last = chunk.start + len(envelopes) - 1
-        return Pack(run, chunk.bodies, self.refs.link if last == self.refs.head else b"")
+        return Pack(chunk.start, run, chunk.bodies,
+                    self.refs.link if last == self.refs.head else b"")
 
     def flush(self) -> None:
         """Commit the queued chunks in one transaction, then fold them into the views.
@@ -514,11 +515,8 @@ class _Puller:
         bodies = withheld = fetched = 0
         erased = False
         if batch[0].pack is not None:  # a batch is all packs or all rows (see _packed)
-            tree = packs_tree(self.home)
-            with self.home.env.begin(write=True) as packing:
-                for queued in batch:
-                    assert queued.pack is not None
-                    put_pack(packing, tree, queued.start, queued.pack)
+            put_packs(self.home, [queued.pack for queued in batch
+                                  if queued.pack is not None])
             self.packed = True
             self.result.fetched += sum(queued.records for queued in batch)
             self.result.bodies += sum(queued.bodies for queued in batch)
