@@ -15,8 +15,8 @@ entries) are laid out from them, in order, by :func:`unpack`, which every writab
 the home runs first (:func:`~lessonledger.ledger.lmdb_env.acquire`): no reader ever sees
 a log with packs pending, and the first process to open a fresh clone (the background
 fold it starts) lays them out. Each transaction lays out one file, which is removed
-after it commits; an unpacking killed midway continues where it stopped (a file the log
-already holds is removed unread). A read-only open of a home with packs pending is
+after it commits; an unpacking killed midway continues where it stopped (the packs of a
+file the log already holds are skipped). A read-only open of a home with packs pending is
 refused (:func:`refuse_pending`).
 
 A pack never holds an erasure's record or a body gap: a pull packs only chunks with
@@ -26,6 +26,7 @@ file's bytes leave with it (an unlinked file is no file of the home).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import msgspec
@@ -66,12 +67,14 @@ def put_packs(home: LMDBHome, packs: list[Pack], name: str = LOG_NAME) -> None:
     made = not os.path.isdir(directory)
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, f"{packs[0].start:020d}")
-    with open(final + _PARTIAL, "wb") as out:
+    # Named for its writer: another process's unpack removes it only once that is gone.
+    partial = f"{final}.{os.getpid()}{_PARTIAL}"
+    with open(partial, "wb") as out:
         out.write(_encode(packs))
         if home.sync:
             out.flush()
             os.fsync(out.fileno())
-    os.replace(final + _PARTIAL, final)
+    os.replace(partial, final)
     if home.sync:
         fsync_path(directory)
         if made:
@@ -97,8 +100,8 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
 
     Each record is checked again as any import is (its position, its body against its
     commitment), its link computed, and the link after a pull's last pack checked
-    against the hub's head link it was stored with. The directory goes at the end, with
-    any ``.partial`` file a killed pull left (never renamed: never acknowledged).
+    against the hub's head link it was stored with. Then the ``.partial`` files of
+    writers killed mid-write go (never renamed: never acknowledged).
 
     Raises:
         LedgerCorruptError: a pack does not follow the log (a damaged file).
@@ -108,18 +111,27 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
         return 0
     log = EventLog(home, name)
     done = 0
-    for file in _files(home, name):
-        path = os.path.join(directory, file)
-        with open(path, "rb") as f:
-            try:
-                packs = _decode(f.read())
-            except msgspec.DecodeError as e:
-                raise LedgerCorruptError(int(file)) from e
+    while True:
+        # Under the log's write lock: two processes opening a fresh clone (its fold, a
+        # pull run again) both unpack, one file after the other, never the same twice.
         with log.writing() as writing:
+            files = _files(home, name)
+            if not files:
+                break
+            path = os.path.join(directory, files[0])
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue  # the other one laid it out and removed it
+            try:
+                packs = _decode(data)
+            except msgspec.DecodeError as e:
+                raise LedgerCorruptError(int(files[0])) from e
             head = writing.head
             for pack in packs:
                 if pack.start <= head:
-                    continue  # laid out by an unpacking killed before it removed the file
+                    continue  # laid out by an unpacking stopped before it removed the file
                 rows = list(zip(split_envelopes(pack.run),
                                 [body or None for body in pack.bodies], strict=True))
                 try:
@@ -129,13 +141,29 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
                 if pack.link and writing.link != pack.link:
                     raise LedgerCorruptError(pack.start)
                 done += len(rows)
-        os.unlink(path)
-    for file in os.listdir(directory):
-        os.unlink(os.path.join(directory, file))
-    os.rmdir(directory)
-    if home.sync:
-        fsync_path(home.path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    _remove_abandoned(directory)
     return done
+
+
+def _remove_abandoned(directory: str) -> None:
+    """Remove the ``.partial`` files of writers that are gone (killed mid-write).
+
+    Never acknowledged, they may hold bodies an erasure later takes: none may stay.
+    """
+    for file in os.listdir(directory):
+        if not file.endswith(_PARTIAL):
+            continue
+        try:
+            os.kill(int(file[:-len(_PARTIAL)].rsplit(".", 1)[1]), 0)
+            continue  # its writer is still at it
+        except (ProcessLookupError, ValueError, IndexError):
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, file))
 
 
 def refuse_pending(home: LMDBHome) -> None:

@@ -480,6 +480,40 @@ def test_a_clone_that_defers_its_fold_is_laid_out_by_the_first_open_and_not_read
         assert EventLog(home, LOG_NAME).head() == result.head
 
 
+_OPEN_AT_ONCE = """
+import sys, time
+from lessonledger.ledger.lmdb_env import acquire, release
+while time.time() < float(sys.argv[2]):
+    pass
+release(acquire(sys.argv[1], sync=False))
+"""
+
+
+def test_two_processes_opening_a_packed_clone_at_once_lay_it_out_once(
+        hub: str, tmp_path: Path) -> None:
+    """Its fold and a pull run again both unpack: one file after the other, none twice."""
+    import subprocess
+    import sys
+    import time
+
+    replica = tmp_path / "r1"
+    with open_ledger(hub, sync=False) as ledger:
+        prepare_clone("local", replica, "r1")
+        pull(replica, LocalExchange(SyncService(ledger), "r1"), sync=False, fold=False)
+    start = str(time.time() + 1.0)
+    openers = [subprocess.Popen([sys.executable, "-c", _OPEN_AT_ONCE, str(replica), start],
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for opener in openers:
+        _, err = opener.communicate(timeout=120)
+        assert opener.returncode == 0, err
+    home = acquire(str(replica), sync=False)
+    try:
+        assert list(EventLog(home, LOG_NAME).raw()) == raw(hub)
+    finally:
+        release(home)
+    assert not [p for p in (replica / "ledger.packs").iterdir()]
+
+
 def test_a_clone_that_defers_its_fold_of_a_hub_with_an_erasure_applies_it(
         hub: str, tmp_path: Path) -> None:
     """The chunk with the ``Erased`` record, and all after it, go in rows, as a folding
