@@ -35,6 +35,7 @@ from lessonledger.projections.lessons import (
     failure_key,
     strongest_first,
 )
+from lessonledger.projections.recall import elsewhere
 from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "copy_id", "dead_ends", "failed_then_succeeded", "react", "teachable",
@@ -263,9 +264,14 @@ def _attribute(view: LessonView, event: OutcomeObserved, envelope: Envelope,
                blip: Blip) -> list[AnyEvent]:
     decided: list[AnyEvent] = []
     rules = view.rules
-    for row in _in_play(view, event, envelope.session):
+    judged = _in_play(view, event, envelope.session)
+    # Rule 11: a global lesson bound to another environment says nothing here, so an
+    # outcome here says nothing of it either, even one the agent named as in play.
+    away = elsewhere(judged, view.observed(event.project))
+    for row in judged:
         held = verdict(row, event.operations, blip)
-        if held is None or (row.scope not in (event.project, "global")):
+        if held is None or (row.scope not in (event.project, "global")) \
+                or row.lesson_id in away:
             continue
         if held:
             decided.append(LessonConfirmed(
@@ -562,10 +568,6 @@ def trigger_id(envelope: Envelope) -> UUID:
     return UUID(int=envelope.position)
 
 
-#: How long each longevity keeps a lesson without fresh evidence, in order (DESIGN §4).
-_LASTS = {"tentative": 0, "ongoing": 1, "durable": 2, "explicit": 3}
-
-
 def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     """An equivalent lesson is already active: absorb the new one, or make both global.
 
@@ -585,13 +587,6 @@ def _promote(view: LessonView, new: LessonRow) -> list[AnyEvent]:
     equivalent = [other for other in view.active_like(new.same_as)
                   if other.lesson_id not in (new.lesson_id, new.supersedes)]
     for other in equivalent:
-        if other.scope in (new.scope, "global") and _LASTS[new.longevity] > _LASTS[
-                other.longevity]:
-            # Absorbed, it would leave with the one on file: a user's statement never
-            # expires, and a loop's lesson does. It replaces its project's; beside a
-            # global one it stands in its own project.
-            return [LessonSuperseded(lesson_id=other.lesson_id, reason="replaced",
-                                     by=new.lesson_id)] if other.scope == new.scope else []
         if other.scope in (new.scope, "global"):
             # One outcome, one attribution: evidence it already has confirms nothing.
             return [LessonSuperseded(lesson_id=new.lesson_id, reason="replaced",

@@ -16,6 +16,7 @@ the write side.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import threading
 import time
@@ -441,17 +442,29 @@ class ReadSide:
                         linked.add(other)
                         todo.append(other)
             rows = {i: lessons[i] for i in linked}
-            waiting = {i: len(before.get(i, set()) & linked) for i in linked}
+            waiting: dict[UUID, int] = {}
+            later_of: dict[UUID, list[UUID]] = {}
+            for i in linked:
+                earlier_ones = before.get(i, set()) & linked
+                waiting[i] = len(earlier_ones)
+                for earlier in earlier_ones:
+                    later_of.setdefault(earlier, []).append(i)
+            ready = [(rows[i].created_at, str(i), i) for i, n in waiting.items() if not n]
+            heapq.heapify(ready)
             order: list[LessonRow] = []
             while waiting:
-                # A cycle (no log the ledger wrote has one) must not stop the answer.
-                ready = min([i for i, n in waiting.items() if not n] or waiting,
-                            key=lambda i: (rows[i].created_at, str(i)))
-                del waiting[ready]
-                order.append(rows[ready])
-                for later in linked:
-                    if later in waiting and ready in before.get(later, set()):
+                if not ready:  # a cycle (no log the ledger wrote has one): oldest first
+                    i = min(waiting, key=lambda i: (rows[i].created_at, str(i)))
+                    ready.append((rows[i].created_at, str(i), i))
+                _, _, one = heapq.heappop(ready)
+                if waiting.pop(one, None) is None:
+                    continue
+                order.append(rows[one])
+                for later in later_of.get(one, []):
+                    if later in waiting:
                         waiting[later] -= 1
+                        if not waiting[later]:
+                            heapq.heappush(ready, (rows[later].created_at, str(later), later))
             return snapshot(order)
 
 

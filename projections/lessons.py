@@ -910,6 +910,10 @@ class LessonView(TypedFold[State]):
                 row = self._row(event.lesson_id)
                 if row is not None:
                     row.scope = event.to_scope
+                    if row.longevity == "explicit" and event.to_scope != row.origin:
+                        # A person said it where it was learned; where only the loop
+                        # learned it, it lasts as the loop's lessons do.
+                        row.longevity = "ongoing"
                     self._demoted.add(row.same_as)
                     self._move(row, position, LESSON_DEMOTED, event.outcome_id,
                                f"to {event.to_scope}")
@@ -960,6 +964,9 @@ class LessonView(TypedFold[State]):
             # confirmer; a trusted one is not on trial again for a new wording).
             row.origin, row.projects = edited.origin, list(edited.projects)
             row.recent, row.doubted = list(edited.recent), list(edited.doubted)
+            # What it is trusted by: an environment change or clustered contradictions
+            # may have cleared them, and the evidence behind them must not bring them back.
+            row.sessions = list(edited.sessions)
             row.last_evidence_at = at  # an edit is a human correction
             if edited.status == "trusted":
                 row.status = "trusted"
@@ -1056,6 +1063,16 @@ class LessonView(TypedFold[State]):
         row.reason = event.reason
         if event.by is not None and event.reason == "replaced":
             self._replaced.setdefault(event.by, set()).add(event.lesson_id)
+            survivor = self._s.lessons[event.by]
+            if row.longevity == "explicit" and survivor.longevity != "explicit":
+                # A person said it: what absorbed the statement (the lesson on file, a
+                # promotion's global one) never expires either, as the statement would
+                # not have, and keeps the trust it earned (DESIGN §4 Clocks).
+                self._fill(survivor)
+                survivor.longevity = "explicit"
+                self.changed.add(survivor.lesson_id)
+                if not self._full:
+                    self._dirty_lessons.add(survivor.lesson_id)
         self._move(row, position, LESSON_SUPERSEDED, None,
                    f"{event.reason}: {event.note}" if event.note else event.reason)
 

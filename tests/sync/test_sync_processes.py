@@ -41,7 +41,7 @@ from sync_workload import PROJECTS, fill
 CLI = [sys.executable, "-m", "lessonledger.ops"]
 ENV = {**os.environ, "LESSONLEDGER_SYNC": "os"}
 #: About 5,000 events (each step writes an outcome or a lesson, and what it sets off).
-STEPS = 2700
+STEPS = 2500
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
