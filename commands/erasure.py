@@ -81,29 +81,33 @@ class Erasure(NamedTuple):
 
 
 class NothingToEraseError(InvalidCommandError):
-    """No event names this principal or session, or all of theirs are erased already."""
+    """No event names this principal or session, or all of its events are erased already.
 
-    def __init__(self, what: str, subject: str, erased: int) -> None:
+    For a lesson or an outcome, only the latter: one never known is an
+    :class:`UnknownLessonError` or an :class:`UnknownOutcomeError`.
+    """
+
+    def __init__(self, what: str, subject: str, erased: int,
+                 erased_at: int | None = None) -> None:
         #: How many of their events are erased already (0: none names them).
         self.erased = erased
+        #: The position of the ``Erased`` record that took them, when it is known.
+        self.erased_at = erased_at
         if erased:
-            msg = f"the {erased} events of {what} {subject!r} are erased already"
+            where = f" (at position {erased_at})" if erased_at is not None else ""
+            msg = f"the {erased} events of {what} {subject!r} are erased already{where}"
         else:
             msg = f"no event names {what} {subject!r}; check the name (nothing was recorded)"
         super().__init__(msg, "$.subject")
 
 
 class UnknownOutcomeError(InvalidCommandError, KeyError):
-    """No outcome with this id is in the log (or its body is already erased)."""
+    """No outcome with this id is in the log (an erased one is :class:`NothingToEraseError`)."""
 
-    def __init__(self, outcome_id: UUID, erased_at: int | None = None) -> None:
-        if erased_at is None:
-            msg = f"no outcome {outcome_id} in the log; check the id with `lessonledger log`"
-        else:
-            msg = f"outcome {outcome_id} (position {erased_at}) is already erased"
+    def __init__(self, outcome_id: UUID) -> None:
+        msg = f"no outcome {outcome_id} in the log; check the id with `lessonledger log`"
         super().__init__(msg, "$.subject")
         self.outcome_id = outcome_id
-        self.erased_at = erased_at
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -116,7 +120,9 @@ def erased_positions(log: Writing, command: Erase, index: AuditIndex) -> list[in
     it, and only their records are read, never the whole log.
 
     Raises:
-        NothingToEraseError: no present body names the principal or session.
+        NothingToEraseError: no present body names the principal or session, or the
+            lesson or outcome is erased already (a retry of a killed ``erase`` finishes
+            its compaction on this).
         InvalidCommandError: a lesson or outcome subject is not a UUID.
         UnknownLessonError: no lesson with that id was ever proposed.
         UnknownOutcomeError: no outcome with that id is in the log.
@@ -132,7 +138,13 @@ def erased_positions(log: Writing, command: Erase, index: AuditIndex) -> list[in
         target = _uuid(subject)
         positions = _about(log, index, {target})
         if not positions:
-            raise UnknownLessonError(target)
+            # An erased lesson's ids left the index with its bodies; the Erased record
+            # naming it is what is left (the subject is the lesson's full id).
+            taken = [e.position for e in index.erasures
+                     if e.what == "lesson" and e.subject == str(target)]
+            if not taken:
+                raise UnknownLessonError(target)
+            raise NothingToEraseError(what, subject, len(_erased_by(log, taken)), taken[-1])
     else:
         positions = _outcome(log, index, _uuid(subject))
     return with_skill_derived(log, _with_attributions(log, index,
@@ -208,6 +220,12 @@ def _copies_of(log: Writing, index: AuditIndex, lesson: UUID) -> set[UUID]:
     return copies
 
 
+def _erased_by(log: Writing, erasures: list[int]) -> set[int]:
+    """The positions the ``Erased`` records at ``erasures`` took."""
+    events = [_event(r.payload) for r in _records(log, erasures) if r.payload is not None]
+    return {p for e in events if isinstance(e, Erased) for p in e.positions}
+
+
 def _uuid(subject: str) -> UUID:
     try:
         return UUID(subject)
@@ -233,7 +251,14 @@ def _outcome(log: Writing, index: AuditIndex, outcome_id: UUID) -> list[int]:
         erased = [r.envelope.position for r in log.scan()
                   if r.envelope.type == OUTCOME_OBSERVED and r.payload is None
                   and r.envelope.stream_id == outcome_id]
-        raise UnknownOutcomeError(outcome_id, erased[0] if erased else None)
+        if not erased:
+            raise UnknownOutcomeError(outcome_id)
+        # Which erasure took it (this kind's, or its principal's or session's): read
+        # only on this refusal, one Erased record after another until it is found.
+        at = next((e.position for e in index.erasures
+                   if erased[0] in _erased_by(log, [e.position])), None)
+        raise NothingToEraseError(what="outcome", subject=str(outcome_id), erased=len(erased),
+                                  erased_at=at)
     positions = {r.envelope.position for r in observed}
     lessons: set[UUID] = set()
     triggers = [r.envelope for r in observed]

@@ -84,11 +84,14 @@ class LessonNotFoundError(CommandError):
 
     Attributes:
         text: the id or prefix asked for.
+        erased: the one lesson of that id or prefix an erasure took, if there is one (a
+            killed ``erase --lesson`` run again resolves it through this).
     """
 
-    def __init__(self, text: str, reason: str) -> None:
+    def __init__(self, text: str, reason: str, erased: UUID | None = None) -> None:
         super().__init__(reason)
         self.text = text
+        self.erased = erased
 
 
 class InactiveLessonError(CommandError):

@@ -315,6 +315,10 @@ class ReadSide:
             assert isinstance(erasure, Erased), "an erasure's records are never erased"
             msg = (f"lesson {erasure.subject} was erased at position {record.envelope.position}"
                    f" by {erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
+            # Named only when the text names one erased lesson: `erase` takes it as its
+            # subject (to finish a killed run), and a prefix of two must not pick one.
+            if len({e.subject for e in erasures}) == 1:
+                raise LessonNotFoundError(text, msg, UUID(erasure.subject))
         raise LessonNotFoundError(text, msg)
 
     def outcome_stats(self, project: str) -> ProjectStats:

@@ -17,6 +17,7 @@ from uuid import uuid4
 
 import msgspec
 from lessonledger.commands.erasure import Erasure, NothingToEraseError
+from lessonledger.commands.errors import LessonNotFoundError
 from lessonledger.ledger.compaction import Compacted, check_unused, compact, due
 from lessonledger.ledger.errors import HomeBusyError, LedgerConfigError
 from lessonledger.ops.config import LOG_NAME, require_home, tree_names
@@ -60,7 +61,14 @@ def _cmd_erase(args: argparse.Namespace) -> int:
     done_before: NothingToEraseError | None = None
     with open_lessons(args.home) as ledger:
         if what == "lesson":
-            subject = str(ledger.find_lesson(subject))
+            try:
+                subject = str(ledger.find_lesson(subject))
+            except LessonNotFoundError as e:
+                # An erased lesson has left the view, but a killed run's rerun must reach
+                # its key or "compact what it left" below: erase() decides from the log.
+                if e.erased is None:
+                    raise
+                subject = str(e.erased)
         try:
             erasure = ledger.erase(key=args.key or f"erase:{uuid4()}", what=what,
                                    subject=subject, reason=args.reason, actor=args.by)

@@ -16,7 +16,7 @@ import pytest
 from lesson_agent import AVOID, P1, P2, PREFER, T0, Agent, day
 from lessonledger.commands import Ledger, Operation, UnknownLessonError, open_ledger
 from lessonledger.commands.erasure import NothingToEraseError, UnknownOutcomeError
-from lessonledger.commands.errors import InvalidCommandError, KeyReusedError
+from lessonledger.commands.errors import InvalidCommandError, KeyReusedError, LessonNotFoundError
 from lessonledger.commands.ledger import VIEW_NAME
 from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.events import Erased, OutcomeObserved, decode_event
@@ -314,9 +314,24 @@ def test_an_erasure_of_more_than_a_record_holds_is_split_and_answered_whole(
 
 def test_erasing_an_erased_outcome_says_so(ledger: Ledger) -> None:
     outcome = learn(ledger, "a1", P1, "alice", ALICE_TARGET)
-    ledger.erase(key="e1", what="outcome", subject=str(outcome))
-    with pytest.raises(UnknownOutcomeError, match="already erased"):
+    first = ledger.erase(key="e1", what="outcome", subject=str(outcome))
+    with pytest.raises(NothingToEraseError, match="erased already") as again:
         ledger.erase(key="e2", what="outcome", subject=str(outcome))
+    assert again.value.erased_at == first.position
+
+
+def test_erasing_an_erased_lesson_is_nothing_to_erase_and_says_where(ledger: Ledger) -> None:
+    learn(ledger, "a1", P1, "alice", ALICE_TARGET)
+    [lesson] = lessons_on(ledger, ALICE_TARGET)
+    first = ledger.erase(key="e1", what="lesson", subject=str(lesson))
+    head = ledger.log.head()
+    with pytest.raises(NothingToEraseError, match="erased already") as again:
+        ledger.erase(key="e2", what="lesson", subject=str(lesson))
+    assert (again.value.erased, again.value.erased_at) == (len(first.erased), first.position)
+    assert ledger.log.head() == head
+    with pytest.raises(LessonNotFoundError) as found:  # the CLI's way to the id
+        ledger.find_lesson(str(lesson)[:8])
+    assert found.value.erased == lesson
 
 
 @pytest.mark.parametrize("what", ["outcome", "principal"])
