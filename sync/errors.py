@@ -9,6 +9,7 @@ __all__ = [
     "NotAReplicaError",
     "ProtocolError",
     "RefusedError",
+    "ReplicaMarkerError",
     "SyncError",
     "TamperedObjectError",
     "UnknownSnapshotError",
@@ -46,6 +47,21 @@ class DivergedError(SyncError):
 
 class RefusedError(SyncError):
     """The hub refused a request; its reason is the message."""
+
+
+class ReplicaMarkerError(SyncError):
+    """A home's ``REPLICA`` file is there but is no replica's marker (cut short or edited).
+
+    Attributes:
+        path: the marker file.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"{path} is damaged ({detail}); it names this replica's hub and name: write it "
+            'back as JSON, {"hub": "tcp://HOST:PORT", "name": "NAME"} as `clone` was given '
+            "them, or clone the hub into a new directory")
+        self.path = path
 
 
 class UnreachableError(SyncError):

@@ -91,7 +91,14 @@ from lessonledger.sync.protocol import (
     encode,
 )
 from lessonledger.sync.refill import DUE, refill
-from lessonledger.sync.state import Outboxed, ReplicaInfo, SyncState, read_marker, write_marker
+from lessonledger.sync.state import (
+    Outboxed,
+    ReplicaInfo,
+    SyncState,
+    drop_torn_marker,
+    read_marker,
+    write_marker,
+)
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS
 
 __all__ = [
@@ -168,10 +175,12 @@ def prepare_clone(hub: str, directory: str | os.PathLike[str], name: str, *,
     Raises:
         LedgerConfigError: ``directory`` holds something else (another hub's replica,
             a home, other files).
+        ReplicaMarkerError: it is a replica whose marker is damaged.
         CredentialError: ``name`` looks like a credential.
     """
     refuse_query(name=name)  # the hub records it with every erasure it acknowledges
     path = Path(directory)
+    drop_torn_marker(path)  # a clone killed writing its marker: start afresh
     info = read_marker(path)
     if info is not None:
         if info.hub != hub:

@@ -26,7 +26,9 @@ from pathlib import Path
 
 import lmdb
 import msgspec
+from lessonledger.ledger.durable_files import PARTIAL, replace_durably
 from lessonledger.ledger.lmdb_env import LMDBHome
+from lessonledger.sync.errors import ReplicaMarkerError
 
 __all__ = [
     "MARKER",
@@ -34,6 +36,7 @@ __all__ = [
     "Outboxed",
     "ReplicaInfo",
     "SyncState",
+    "drop_torn_marker",
     "excused",
     "read_marker",
     "stored_later_erasures",
@@ -76,17 +79,55 @@ _outboxed = msgspec.msgpack.Decoder(Outboxed)
 
 
 def read_marker(home: str | os.PathLike[str]) -> ReplicaInfo | None:
-    """The replica's hub and name, or None when ``home`` is not a replica."""
+    """The replica's hub and name, or None when ``home`` is not a replica.
+
+    Raises:
+        ReplicaMarkerError: the marker is there but does not decode (cut short, edited).
+    """
+    path = Path(home, MARKER)
     try:
-        raw = Path(home, MARKER).read_bytes()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
-    return msgspec.json.decode(raw, type=ReplicaInfo)
+    try:
+        return msgspec.json.decode(raw, type=ReplicaInfo)
+    except msgspec.DecodeError as e:  # a ValidationError too
+        raise ReplicaMarkerError(str(path), str(e) or "empty") from None
 
 
 def write_marker(home: str | os.PathLike[str], info: ReplicaInfo) -> None:
-    """Make ``home`` a replica of ``info.hub``."""
-    Path(home, MARKER).write_text(json.dumps(msgspec.to_builtins(info)) + "\n")
+    """Make ``home`` a replica of ``info.hub``.
+
+    Written whole or not at all: a clone killed here is run again into its directory
+    (see :func:`drop_torn_marker`), so it must not find a marker cut short.
+    """
+    replace_durably(Path(home, MARKER),
+                    (json.dumps(msgspec.to_builtins(info)) + "\n").encode())
+
+
+def drop_torn_marker(home: str | os.PathLike[str]) -> None:
+    """Remove a marker that does not decode, or its ``.partial`` copy, if that is all here.
+
+    Nothing of a replica is written before its marker, so a directory holding only
+    those is a clone killed before it began (a marker written in place, by an older
+    version, may be cut short): its rerun starts afresh. Beside anything else, a damaged
+    marker is left for :func:`read_marker` to refuse.
+    """
+    folder = Path(home)
+    try:
+        names = {p.name for p in folder.iterdir()}
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not names or not names <= {MARKER, MARKER + PARTIAL}:
+        return
+    if MARKER in names:
+        try:
+            read_marker(folder)
+            return  # whole: a replica whose clone stopped before its log
+        except ReplicaMarkerError:
+            pass
+    for name in names:
+        (folder / name).unlink()
 
 
 class SyncState:
