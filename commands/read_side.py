@@ -436,8 +436,8 @@ class ReadSide:
                 if row.supersedes is not None:
                     before.setdefault(row.lesson_id, set()).add(row.supersedes)
             after: dict[UUID, set[UUID]] = {}
-            for later, earlier in before.items():
-                for one in earlier:
+            for later, replaced in before.items():
+                for one in replaced:
                     after.setdefault(one, set()).add(later)
             linked, todo = {lesson_id}, [lesson_id]
             while todo:
@@ -451,8 +451,8 @@ class ReadSide:
             for i in linked:
                 earlier_ones = before.get(i, set()) & linked
                 waiting[i] = len(earlier_ones)
-                for earlier in earlier_ones:
-                    later_of.setdefault(earlier, []).append(i)
+                for one in earlier_ones:
+                    later_of.setdefault(one, []).append(i)
             ready = [(rows[i].created_at, str(i), i) for i, n in waiting.items() if not n]
             heapq.heapify(ready)
             order: list[LessonRow] = []
