@@ -357,7 +357,9 @@ def _let_go_read_only(real: str) -> None:
             _read_only[real] = (home, users - 1)
             return
         del _read_only[real]
-    home.env.close()
+        # Closed under the lock: a thread opening it meanwhile would make a second
+        # environment of the file, which LMDB refuses.
+        home.env.close()
 
 
 def compaction_due(home: LMDBHome) -> bool:
@@ -471,8 +473,8 @@ def _let_go_reading(real: str) -> None:
             _reading[real] = (home, users - 1)
             return
         del _reading[real]
-    home.env.close()
-    os.close(home.lock_fd)
+        home.env.close()  # under the lock, as in _let_go_read_only
+        os.close(home.lock_fd)
 
 
 def read_here(path: str) -> LMDBHome | None:
@@ -606,11 +608,10 @@ def _open(real: str, sync: bool, map_size: int) -> tuple[LMDBHome, bool]:
 
 def _lay_out_packs(home: LMDBHome) -> None:
     """Lay out what a pull left packed (see :mod:`~lessonledger.ledger.packs`) first."""
-    from lessonledger.ledger.packs import pending, unpack  # it builds on the log
+    from lessonledger.ledger.packs import unpack  # it builds on the log
 
     try:
-        if pending(home):
-            unpack(home)
+        unpack(home)  # and what a clone killed mid-write left goes (it may hold bodies)
     except BaseException:
         release(home)
         raise

@@ -27,6 +27,7 @@ file's bytes leave with it (an unlinked file is no file of the home).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 
 import msgspec
@@ -67,14 +68,16 @@ def put_packs(home: LMDBHome, packs: list[Pack], name: str = LOG_NAME) -> None:
     made = not os.path.isdir(directory)
     os.makedirs(directory, exist_ok=True)
     final = os.path.join(directory, f"{packs[0].start:020d}")
-    # Named for its writer: another process's unpack removes it only once that is gone.
     partial = f"{final}.{os.getpid()}{_PARTIAL}"
     with open(partial, "wb") as out:
+        # Held while it is written: another process removes a .partial only once it can
+        # take this lock, that is once its writer is gone (killed mid-write).
+        fcntl.flock(out.fileno(), fcntl.LOCK_EX)
         out.write(_encode(packs))
         if home.sync:
             out.flush()
             os.fsync(out.fileno())
-    os.replace(partial, final)
+        os.replace(partial, final)
     if home.sync:
         fsync_path(directory)
         if made:
@@ -111,7 +114,7 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
         return 0
     log = EventLog(home, name)
     done = 0
-    while True:
+    while _files(home, name):
         # Under the log's write lock: two processes opening a fresh clone (its fold, a
         # pull run again) both unpack, one file after the other, never the same twice.
         with log.writing() as writing:
@@ -148,22 +151,28 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
 
 
 def _remove_abandoned(directory: str) -> None:
-    """Remove the ``.partial`` files of writers that are gone (killed mid-write).
+    """Remove the ``.partial`` files whose writers are gone (killed mid-write).
 
-    Never acknowledged, they may hold bodies an erasure later takes: none may stay.
+    Never acknowledged, they may hold bodies an erasure later takes: none may stay. A
+    writer holds its file's lock until it is renamed (:func:`put_packs`).
     """
     for file in os.listdir(directory):
         if not file.endswith(_PARTIAL):
             continue
+        path = os.path.join(directory, file)
         try:
-            os.kill(int(file[:-len(_PARTIAL)].rsplit(".", 1)[1]), 0)
-            continue  # its writer is still at it
-        except (ProcessLookupError, ValueError, IndexError):
-            pass
-        except PermissionError:
-            continue  # alive, another user's
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(directory, file))
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # renamed or removed meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is at it
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        finally:
+            os.close(fd)
 
 
 def refuse_pending(home: LMDBHome) -> None:
