@@ -300,8 +300,18 @@ class ReadSide:
         with self._lock:
             prefix = text.lower()
             matches = [i for i in self._read().lessons if str(i).startswith(prefix)]
-        if len(matches) == 1:
+            # A prefix an erased lesson's id also starts with names two lessons: a rerun
+            # of `erase` by it must not take a newer lesson for the erased one.
+            erased_too = len(matches) == 1 and str(matches[0]) != prefix and any(
+                e.what == "lesson" and e.subject.startswith(prefix)
+                and e.subject != str(matches[0])
+                for e in audit_index(self.runner).erasures)
+        if len(matches) == 1 and not erased_too:
             return matches[0]
+        if erased_too:
+            msg = (f"{text!r} matches a lesson and an erased one; give more of the id "
+                   "(`lessonledger erasures` lists what was erased)")
+            raise LessonNotFoundError(text, msg)
         if matches:
             msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
             raise LessonNotFoundError(text, msg)
