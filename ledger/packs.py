@@ -144,6 +144,10 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
                 if pack.link and writing.link != pack.link:
                     raise LedgerCorruptError(pack.start)
                 done += len(rows)
+        if not home.sync:
+            # The packs may have been written durably (by a clone that fsyncs): the rows
+            # they became are on disk before the file goes, whatever this open's setting.
+            home.env.sync(True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     _remove_abandoned(directory)
