@@ -191,10 +191,15 @@ def checkout(home: str | os.PathLike[str], which: str, into: str | os.PathLike[s
     if target.exists() and not target.is_dir():
         msg = f"{target} is not a directory; check out into a new or empty directory"
         raise LedgerConfigError(msg)
-    if target.exists() and any(target.iterdir()):
+    # A checkout killed after its rename, before it removed its marker: whole, but not
+    # known to be; it is made again (all of it comes from the source).
+    unfinished = target.is_dir() and (target / _PARTIAL_MARKER).is_file()
+    if target.exists() and any(target.iterdir()) and not unfinished:
         msg = f"{target} is not empty; check out into a new or empty directory"
         raise LedgerConfigError(msg)
     outside_home(target, home, "check out into a directory outside the home")
+    if unfinished:
+        shutil.rmtree(target)
     if read_only is None:
         read_only = on_read_only_filesystem(os.fspath(home))
     with objects_of(home, read_only=read_only) as (source_home, log, view):

@@ -168,3 +168,38 @@ def test_a_replica_behind_an_erasure_forgets_it_when_the_restored_hub_is_pulled(
     assert checked.returncode == 0, checked.stdout
     listed = _cli("--home", str(replica), "lessons", "list", "--all", "--json")
     assert "alice" not in listed.stdout
+
+
+#: A checkout SIGKILLed right after its rename into place, before it removes its marker.
+_KILLED_AFTER_RENAME = """
+import os, signal, sys
+from lessonledger.sync import snapshots
+
+replace = os.replace
+
+def replace_then_die(src, dst):
+    replace(src, dst)
+    if str(dst).endswith("restored"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+snapshots.os.replace = replace_then_die
+snapshots.checkout(sys.argv[1], "main", sys.argv[2])
+"""
+
+
+def test_a_checkout_killed_after_its_rename_is_made_again(tmp_path: Path) -> None:
+    """It left a whole home with its marker, which a rerun refused as not empty."""
+    source = tmp_path / "source"
+    with open_ledger(source, sync=False) as ledger:
+        fill(ledger, 12, principals=("alice", "bob"))
+        taken = take_snapshot(ledger, "main", "test")
+    into = tmp_path / "restored"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_RENAME, str(source),
+                             str(into)], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (into / "CHECKOUT-UNDER-WAY").is_file(), "the kill landed after the rename"
+    again = _cli("--home", str(source), "checkout", "main", "--into", str(into), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["last"] == taken.snapshot.last
+    assert not (into / "CHECKOUT-UNDER-WAY").exists()
+    assert _cli("--home", str(into), "verify").returncode == 0
