@@ -35,7 +35,7 @@ from lessonledger.projections.lessons import (
     failure_key,
     strongest_first,
 )
-from lessonledger.projections.recall import elsewhere
+from lessonledger.projections.recall import holding_here
 from lessonledger.projections.rules import clamp, looks_transient
 
 __all__ = ["TRIGGERS", "copy_id", "dead_ends", "failed_then_succeeded", "react", "teachable",
@@ -264,14 +264,12 @@ def _attribute(view: LessonView, event: OutcomeObserved, envelope: Envelope,
                blip: Blip) -> list[AnyEvent]:
     decided: list[AnyEvent] = []
     rules = view.rules
-    judged = _in_play(view, event, envelope.session)
     # Rule 11: a global lesson bound to another environment says nothing here, so an
     # outcome here says nothing of it either, even one the agent named as in play.
-    away = elsewhere(judged, view.observed(event.project))
-    for row in judged:
+    for row in holding_here(_in_play(view, event, envelope.session),
+                            view.observed(event.project)):
         held = verdict(row, event.operations, blip)
-        if held is None or (row.scope not in (event.project, "global")) \
-                or row.lesson_id in away:
+        if held is None or (row.scope not in (event.project, "global")):
             continue
         if held:
             decided.append(LessonConfirmed(

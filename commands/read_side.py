@@ -40,7 +40,7 @@ from lessonledger.commands.errors import (
     UnknownLessonError,
 )
 from lessonledger.commands.messages import Label, checked_project, checked_text
-from lessonledger.commands.recall import Check, Recaller, holding_here, recalled
+from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.errors import LedgerClosedError
 from lessonledger.ledger.events import Erased, Key, Text, decode_event
@@ -59,7 +59,7 @@ from lessonledger.projections.embedder import Embedder
 from lessonledger.projections.lesson_rows import snapshot
 from lessonledger.projections.lessons import LessonRow, LessonView
 from lessonledger.projections.outcome_stats import ProjectStats
-from lessonledger.projections.recall import Recall
+from lessonledger.projections.recall import Recall, holding_here
 from lessonledger.projections.rules import Rules
 from lessonledger.projections.runner import Runner
 from lessonledger.projections.store import ViewStore
@@ -182,7 +182,7 @@ class ReadSide:
             refuse_query(session=session, actor=actor, principal=principal)
         with self._lock:
             view = self._read(usage=True)
-            rows = holding_here(view, project, view.active_for(project))
+            rows = holding_here(view.active_for(project), view.observed(project))
             if record and rows:
                 self._record(recalled([r.lesson_id for r in rows][:1000], project, "",
                                            session, actor, principal))

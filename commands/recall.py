@@ -32,7 +32,7 @@ from lessonledger.projections.lessons import LessonRow, LessonView, failure_key
 from lessonledger.projections.recall import (
     Candidates,
     Recall,
-    elsewhere,
+    holding_here,
     one_line,
     overruled,
     rank,
@@ -40,7 +40,7 @@ from lessonledger.projections.recall import (
 )
 from lessonledger.projections.vector_index import VectorIndex
 
-__all__ = ["Check", "Recaller", "holding_here", "recalled"]
+__all__ = ["Check", "Recaller", "recalled"]
 
 #: Projects whose candidates are kept between queries (a few tens of kB each).
 _MAX_CACHED = 1024
@@ -168,8 +168,7 @@ class Recaller:
     def check(self, view: LessonView, project: str, operation: str, target: str) -> Check:
         """What is on file for an operation on a target, as one line an agent can show."""
         rows = [r for r in view.active_for(project, history=False) if r.target == target]
-        away = elsewhere(rows, view.observed(project))
-        rows = [r for r in rows if r.lesson_id not in away]
+        rows = holding_here(rows, view.observed(project))
         over = overruled(rows)
         beaten = [r for r in rows if r.lesson_id in over
                   and operation in (r.prefer_op, r.avoid_op)]
@@ -201,17 +200,7 @@ class Recaller:
 
 def _here(view: LessonView, project: str) -> list[LessonRow]:
     """The project's candidates: its active lessons and the global ones that hold there."""
-    return holding_here(view, project, view.active_for(project, history=False))
-
-
-def holding_here(view: LessonView, project: str, rows: list[LessonRow]) -> list[LessonRow]:
-    """``rows`` less the global lessons bound to another environment than ``project``'s.
-
-    Recall, check and the listing show the same lessons (rule 11): one an agent was
-    shown is in play, and its next outcome judges it.
-    """
-    away = elsewhere(rows, view.observed(project))
-    return [r for r in rows if r.lesson_id not in away] if away else rows
+    return holding_here(view.active_for(project, history=False), view.observed(project))
 
 
 def recalled(lesson_ids: list[UUID], project: str, query: str, session: str,

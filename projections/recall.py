@@ -57,6 +57,7 @@ __all__ = [
     "count_tokens",
     "disagree",
     "elsewhere",
+    "holding_here",
     "one_line",
     "overruled",
     "rank",
@@ -282,6 +283,16 @@ def elsewhere(rows: Sequence[LessonRow], observed: dict[str, str]) -> set[UUID]:
         return set()
     return {row.lesson_id for row in rows if row.scope == "global" and any(
         observed.get(c, v) != v for c, v in row.fingerprint.items())}
+
+
+def holding_here(rows: list[LessonRow], observed: dict[str, str]) -> list[LessonRow]:
+    """``rows`` less the global ones bound to another environment (:func:`elsewhere`).
+
+    Recall, check, the listing and attribution take the same lessons (rule 11): one an
+    agent was shown is in play, and its next outcome judges it.
+    """
+    away = elsewhere(rows, observed)
+    return [r for r in rows if r.lesson_id not in away] if away else rows
 
 
 def rank(candidates: Candidates, query: str, similarities: np.ndarray | None,
