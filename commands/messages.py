@@ -48,6 +48,7 @@ __all__ = [
     "checked_text",
     "command_from",
     "decode_command",
+    "refuse_blank",
 ]
 
 C = TypeVar("C", bound="_Command")
@@ -89,10 +90,16 @@ _NAMING = ("principal", "session", "actor", "reason", "subject", "by")
 def _refuse_blank(command: _Command) -> None:
     for name in _NAMING:
         value = getattr(command, name, None)
-        if isinstance(value, str) and value and not value.strip():
-            msg = (f"invalid {type(command).__name__}: {name} {value!r} is only spaces: "
-                   "write it out, or leave the field out")
-            raise InvalidCommandError(msg, f"$.{name}")
+        if isinstance(value, str):
+            refuse_blank(value, f"$.{name}", type(command).__name__)
+
+
+def refuse_blank(value: str, field: str, what: str) -> None:
+    """Refuse a name of spaces only: it names nobody, and nothing can erase by it."""
+    if value and not value.strip():
+        msg = (f"invalid {what}: {field[2:]} {value!r} is only spaces: write it out, or "
+               "leave the field out")
+        raise InvalidCommandError(msg, field)
 
 
 class ObserveOutcome(_Command, frozen=True, kw_only=True, tag="observe_outcome"):

@@ -39,7 +39,7 @@ from lessonledger.commands.errors import (
     LessonNotFoundError,
     UnknownLessonError,
 )
-from lessonledger.commands.messages import Label, checked_project, checked_text
+from lessonledger.commands.messages import Label, checked_project, checked_text, refuse_blank
 from lessonledger.commands.recall import Check, Recaller, recalled
 from lessonledger.commands.refusals import refuse_query
 from lessonledger.ledger.errors import LedgerClosedError
@@ -487,13 +487,7 @@ def _checked_stamp(session: str, actor: str, principal: str) -> None:
     for text, field in ((session, "$.session"), (actor, "$.actor"),
                         (principal, "$.principal")):
         checked_text(text, field, Label)
-        # As messages._refuse_blank does for a command: spaces alone name nobody, and the
-        # recall record stamped with them could not be erased by that session or principal
-        # (``erase --session "   "`` is refused as blank).
-        if text and not text.strip():
-            msg = (f"invalid query: {field[2:]} {text!r} is only spaces: write it out, or "
-                   "leave the field out")
-            raise InvalidCommandError(msg, field)
+        refuse_blank(text, field, "query")  # its record could not be erased by the name
 
 
 class Reader(ReadSide):
