@@ -300,36 +300,31 @@ class ReadSide:
         with self._lock:
             prefix = text.lower()
             matches = [i for i in self._read().lessons if str(i).startswith(prefix)]
-            # A prefix an erased lesson's id also starts with names two lessons: a rerun
-            # of `erase` by it must not take a newer lesson for the erased one.
-            erased_too = len(matches) == 1 and str(matches[0]) != prefix and any(
-                e.what == "lesson" and e.subject.startswith(prefix)
-                and e.subject != str(matches[0])
-                for e in audit_index(self.runner).erasures)
-        if len(matches) == 1 and not erased_too:
+            erasures = [e for e in audit_index(self.runner).erasures
+                        if e.what == "lesson" and e.subject.startswith(prefix)]
+        # Erased lessons have left the view, but a prefix one of them also starts with
+        # names two lessons: a rerun of `erase` by it must not take a newer one for it.
+        erased = {e.subject for e in erasures} - {str(i) for i in matches}
+        if len(matches) == 1 and not erased:
             return matches[0]
-        if erased_too:
+        if len(matches) == 1:
             msg = (f"{text!r} matches a lesson and an erased one; give more of the id "
                    "(`lessonledger erasures` lists what was erased)")
             raise LessonNotFoundError(text, msg)
         if matches:
             msg = f"{text!r} matches {len(matches)} lessons; give more of the id"
             raise LessonNotFoundError(text, msg)
-        msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
-        with self._lock:
-            erasures = [e for e in audit_index(self.runner).erasures
-                        if e.what == "lesson" and e.subject.startswith(prefix)]
-        if erasures:
-            record = self.log.read(erasures[-1].position, limit=1)[0]
-            erasure = decode_event(record.payload or b"")
-            assert isinstance(erasure, Erased), "an erasure's records are never erased"
-            msg = (f"lesson {erasure.subject} was erased at position {record.envelope.position}"
-                   f" by {erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
-            # Named only when the text names one erased lesson: `erase` takes it as its
-            # subject (to finish a killed run), and a prefix of two must not pick one.
-            if len({e.subject for e in erasures}) == 1:
-                raise LessonNotFoundError(text, msg, UUID(erasure.subject))
-        raise LessonNotFoundError(text, msg)
+        if not erasures:
+            msg = f"no lesson id starts with {text!r}; see `lessonledger lessons list --all`"
+            raise LessonNotFoundError(text, msg)
+        record = self.log.read(erasures[-1].position, limit=1)[0]
+        erasure = decode_event(record.payload or b"")
+        assert isinstance(erasure, Erased), "an erasure's records are never erased"
+        msg = (f"lesson {erasure.subject} was erased at position {record.envelope.position}"
+               f" by {erasure.by}" + (f" ({erasure.reason})" if erasure.reason else ""))
+        # Named only when the text names one erased lesson: `erase` takes it as its
+        # subject (to finish a killed run), and a prefix of two must not pick one.
+        raise LessonNotFoundError(text, msg, UUID(erasure.subject) if len(erased) == 1 else None)
 
     def outcome_stats(self, project: str) -> ProjectStats:
         """A project's outcomes: how many, how many passed, what failed on which target."""
