@@ -435,29 +435,23 @@ class ReadSide:
             if lesson_id not in lessons:
                 raise UnknownLessonError(lesson_id)
             before: dict[UUID, set[UUID]] = {}  # a lesson -> those it replaced
+            after: dict[UUID, set[UUID]] = {}  # a lesson -> those that replaced it
             for row in view.briefs():
-                if row.superseded_by is not None:
-                    before.setdefault(row.superseded_by, set()).add(row.lesson_id)
-                if row.supersedes is not None:
-                    before.setdefault(row.lesson_id, set()).add(row.supersedes)
-            after: dict[UUID, set[UUID]] = {}
-            for later, replaced in before.items():
-                for one in replaced:
-                    after.setdefault(one, set()).add(later)
+                for later, earlier in ((row.superseded_by, row.lesson_id),
+                                       (row.lesson_id, row.supersedes)):
+                    if later is not None and earlier is not None:
+                        before.setdefault(later, set()).add(earlier)
+                        after.setdefault(earlier, set()).add(later)
             linked, todo = {lesson_id}, [lesson_id]
             while todo:
-                for other in before.get(todo[-1], set()) | after.pop(todo.pop(), set()):
+                one = todo.pop()
+                for other in before.get(one, set()) | after.get(one, set()):
                     if other not in linked and other in lessons:
                         linked.add(other)
                         todo.append(other)
             rows = {i: lessons[i] for i in linked}
-            waiting: dict[UUID, int] = {}
-            later_of: dict[UUID, list[UUID]] = {}
-            for i in linked:
-                earlier_ones = before.get(i, set()) & linked
-                waiting[i] = len(earlier_ones)
-                for one in earlier_ones:
-                    later_of.setdefault(one, []).append(i)
+            # Each before what replaced it, ties oldest first (Kahn's order, by a heap).
+            waiting = {i: len(before.get(i, set()) & linked) for i in linked}
             ready = [(rows[i].created_at, str(i), i) for i, n in waiting.items() if not n]
             heapq.heapify(ready)
             order: list[LessonRow] = []
@@ -469,11 +463,10 @@ class ReadSide:
                 if waiting.pop(one, None) is None:
                     continue
                 order.append(rows[one])
-                for later in later_of.get(one, []):
-                    if later in waiting:
-                        waiting[later] -= 1
-                        if not waiting[later]:
-                            heapq.heappush(ready, (rows[later].created_at, str(later), later))
+                for later in after.get(one, set()) & waiting.keys():
+                    waiting[later] -= 1
+                    if not waiting[later]:
+                        heapq.heappush(ready, (rows[later].created_at, str(later), later))
             return snapshot(order)
 
 
