@@ -10,14 +10,16 @@ storing the packs as LMDB values was a third of a 100k-event clone's time.
 
 The files are ``<home>/<log>.packs/<first position>``, each written to a ``.partial``
 name and renamed into place (fsynced first, and the directory after, on a durable
-home), so a file there is whole. The log's rows (envelope and link, body, the id and stream index
-entries) are laid out from them, in order, by :func:`unpack`, which every writable open of
-the home runs first (:func:`~lessonledger.ledger.lmdb_env.acquire`): no reader ever sees
-a log with packs pending, and the first process to open a fresh clone (the background
-fold it starts) lays them out. Each transaction lays out one file, which is removed
-after it commits; an unpacking killed midway continues where it stopped (the packs of a
-file the log already holds are skipped). A read-only open of a home with packs pending is
-refused (:func:`refuse_pending`).
+home), so a file there is whole; its writer holds a shared flock of the directory,
+and the ``.partial`` files of killed writers go at the next writable open. The log's
+rows (envelope and link, body, the id and stream index entries) are laid out from them,
+in order, by :func:`unpack`, which every writable open of the home runs first
+(:func:`~lessonledger.ledger.lmdb_env.acquire`): no reader ever sees a log with packs
+pending, and the first process to open a fresh clone (the background fold it starts)
+lays them out. Each transaction lays out one file, which is removed after it commits;
+an unpacking killed midway continues where it stopped (the packs of a file the log
+already holds are skipped). A read-only open of a home with packs pending is refused
+(:func:`refuse_pending`).
 
 A pack never holds an erasure's record or a body gap: a pull packs only chunks with
 every body and no ``Erased`` record, so what an erasure takes is always in rows; and a
@@ -29,9 +31,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 
 import msgspec
-from lessonledger.ledger.durable_files import fsync_path
+from lessonledger.ledger.durable_files import PARTIAL, fsync_path
 from lessonledger.ledger.errors import LedgerConfigError, LedgerCorruptError, ReplayMismatchError
 from lessonledger.ledger.lmdb_env import LMDBHome
 from lessonledger.ledger.log import LOG_NAME, EventLog
@@ -39,7 +42,8 @@ from lessonledger.ledger.objects import split_envelopes
 
 __all__ = ["Pack", "pending", "put_packs", "refuse_pending", "unpack"]
 
-_PARTIAL = ".partial"
+#: A pack file's name: its first position, zero-padded.
+_DIGITS = 20
 
 
 class Pack(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -67,16 +71,14 @@ def put_packs(home: LMDBHome, packs: list[Pack], name: str = LOG_NAME) -> None:
     directory = _directory(home, name)
     made = not os.path.isdir(directory)
     os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, f"{packs[0].start:020d}")
-    partial = f"{final}.{os.getpid()}{_PARTIAL}"
-    with open(partial, "wb") as out:
-        # Held while it is written: another process removes a .partial only once it can
-        # take this lock, that is once its writer is gone (killed mid-write).
-        fcntl.flock(out.fileno(), fcntl.LOCK_EX)
-        out.write(_encode(packs))
-        if home.sync:
-            out.flush()
-            os.fsync(out.fileno())
+    final = os.path.join(directory, f"{packs[0].start:0{_DIGITS}d}")
+    partial = f"{final}.{os.getpid()}{PARTIAL}"
+    with _writers(directory, fcntl.LOCK_SH):
+        with open(partial, "wb") as out:
+            out.write(_encode(packs))
+            if home.sync:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(partial, final)
     if home.sync:
         fsync_path(directory)
@@ -84,13 +86,36 @@ def put_packs(home: LMDBHome, packs: list[Pack], name: str = LOG_NAME) -> None:
             fsync_path(home.path)
 
 
+@contextlib.contextmanager
+def _writers(directory: str, how: int) -> Iterator[bool]:
+    """Hold the directory's flock (``LOCK_SH`` a writer, ``LOCK_EX`` a sweep).
+
+    A writer holds it shared from before its ``.partial`` file exists until it is
+    renamed, so a sweep that takes it exclusively knows every ``.partial`` there is a
+    killed writer's. Yields whether it was had (never, with ``LOCK_NB``, while taken).
+    """
+    fd = os.open(directory, os.O_RDONLY)  # the directory itself: no file of its own
+    try:
+        try:
+            fcntl.flock(fd, how)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def _files(home: LMDBHome, name: str) -> list[str]:
-    """The whole pack files, in order (their names are zero-padded positions)."""
+    """The whole pack files, in order: their names are zero-padded positions.
+
+    Whatever else is there (``.partial`` files, anything put there by hand) is no pack.
+    """
     try:
         names = os.listdir(_directory(home, name))
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if not n.endswith(_PARTIAL))
+    return sorted(n for n in names if len(n) == _DIGITS and n.isdigit())
 
 
 def pending(home: LMDBHome, name: str = LOG_NAME) -> bool:
@@ -155,28 +180,17 @@ def unpack(home: LMDBHome, name: str = LOG_NAME) -> int:
 
 
 def _remove_abandoned(directory: str) -> None:
-    """Remove the ``.partial`` files whose writers are gone (killed mid-write).
+    """Remove the ``.partial`` files of writers killed mid-write, unless one is writing.
 
-    Never acknowledged, they may hold bodies an erasure later takes: none may stay. A
-    writer holds its file's lock until it is renamed (:func:`put_packs`).
+    Never acknowledged, they may hold bodies an erasure later takes: none may stay.
     """
-    for file in os.listdir(directory):
-        if not file.endswith(_PARTIAL):
-            continue
-        path = os.path.join(directory, file)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # renamed or removed meanwhile
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its writer is at it
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        finally:
-            os.close(fd)
+    with _writers(directory, fcntl.LOCK_EX | fcntl.LOCK_NB) as alone:
+        if not alone:
+            return  # a writer is at it; the next open sweeps
+        for file in os.listdir(directory):
+            if file.endswith(PARTIAL):
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                    os.unlink(os.path.join(directory, file))
 
 
 def refuse_pending(home: LMDBHome) -> None:
