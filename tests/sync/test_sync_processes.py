@@ -211,7 +211,13 @@ def test_a_clone_killed_at_random_moments_completes_identically(
     for _ in range(6):
         proc = subprocess.Popen([*CLI, "clone", serving.url, str(replica), "--name", "r1"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-        time.sleep(rng.uniform(0.3, 1.5))
+        # From when it has begun (its marker is there): a 5,000-event clone takes about
+        # 0.1 s once Python is up, so a fixed delay from its start missed it on a quiet box.
+        started = time.monotonic()
+        while not (replica / "REPLICA").exists() and proc.poll() is None \
+                and time.monotonic() - started < 30:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.12))
         if proc.poll() is None:
             proc.kill()
             kills += 1
