@@ -297,8 +297,12 @@ def check_length(env: lmdb.Environment, path: str) -> None:
         raise LedgerConfigError(msg)
 
 
-#: Homes this process has open through :func:`read_only`, by real path, with their users.
-_read_only: dict[str, tuple[LMDBHome, int]] = {}
+#: Homes this process shares among its openers (:func:`read_only`'s, :func:`reading`'s):
+#: each by real path, with how many use it.
+_Shared = dict[str, tuple[LMDBHome, int]]
+
+#: Homes this process has open through :func:`read_only`.
+_read_only: _Shared = {}
 
 
 @contextmanager
@@ -321,16 +325,15 @@ def read_only(path: str) -> Iterator[LMDBHome]:
     try:
         yield home
     finally:
-        _let_go_read_only(real)
+        _let_go(_read_only, real)
 
 
 def _open_read_only(real: str) -> LMDBHome:
     """Open and register the environment, or count one more user of the one open here."""
     with _homes_lock:
-        shared = _read_only.get(real)
+        shared = _one_more(_read_only, real)
         if shared is not None:
-            _read_only[real] = (shared[0], shared[1] + 1)
-            return shared[0]
+            return shared
         try:
             env = lmdb.open(real, readonly=True, lock=False, max_dbs=MAX_DBS,
                             map_size=DEFAULT_MAP_SIZE, create=False)
@@ -339,27 +342,44 @@ def _open_read_only(real: str) -> LMDBHome:
             raise LedgerConfigError(msg) from e
         home = LMDBHome(real, env, sync=False, lock_fd=-1)
         _read_only[real] = (home, 1)
+    return _readable(_read_only, home)
+
+
+def _one_more(shared: _Shared, real: str) -> LMDBHome | None:
+    """The home ``shared`` has for ``real``, counted once more (call under the lock)."""
+    found = shared.get(real)
+    if found is None:
+        return None
+    shared[real] = (found[0], found[1] + 1)
+    return found[0]
+
+
+def _readable(shared: _Shared, home: LMDBHome) -> LMDBHome:
+    """``home`` just opened to read, once it is whole and holds no packs to lay out."""
     try:
-        check_length(env, real)
+        check_length(home.env, home.path)
         from lessonledger.ledger.packs import refuse_pending  # it builds on the log
 
         refuse_pending(home)
     except BaseException:
-        _let_go_read_only(real)
+        _let_go(shared, home.path)
         raise
     return home
 
 
-def _let_go_read_only(real: str) -> None:
+def _let_go(shared: _Shared, real: str) -> None:
+    """One user fewer; the last closes the environment (and its ``home.lock``)."""
     with _homes_lock:
-        home, users = _read_only[real]
+        home, users = shared[real]
         if users > 1:
-            _read_only[real] = (home, users - 1)
+            shared[real] = (home, users - 1)
             return
-        del _read_only[real]
+        del shared[real]
         # Closed under the lock: a thread opening it meanwhile would make a second
         # environment of the file, which LMDB refuses.
         home.env.close()
+        if home.lock_fd >= 0:
+            os.close(home.lock_fd)
 
 
 def compaction_due(home: LMDBHome) -> bool:
@@ -368,8 +388,8 @@ def compaction_due(home: LMDBHome) -> bool:
         return txn.get(UNSWEPT_TREE) is not None
 
 
-#: Homes this process has open through :func:`reading`, by real path, with their users.
-_reading: dict[str, tuple[LMDBHome, int]] = {}
+#: Homes this process has open through :func:`reading`.
+_reading: _Shared = {}
 
 
 @contextmanager
@@ -389,13 +409,14 @@ def reading(path: str) -> Iterator[LMDBHome]:
             process has it open to write.
     """
     real = os.path.realpath(path)
-    home = _share_reading(real)
+    with _homes_lock:
+        home = _one_more(_reading, real)
     if home is None:
         home = _open_reading(real)
     try:
         yield home
     finally:
-        _let_go_reading(real)
+        _let_go(_reading, real)
 
 
 @contextmanager
@@ -421,27 +442,16 @@ def beside_writers(path: str, *, sync: bool | None = None) -> Iterator[LMDBHome]
         yield opened
 
 
-def _share_reading(real: str) -> LMDBHome | None:
-    """The home this process reads already, counted once more; None if it reads none."""
-    with _homes_lock:
-        shared = _reading.get(real)
-        if shared is None:
-            return None
-        _reading[real] = (shared[0], shared[1] + 1)
-        return shared[0]
-
-
 def _open_reading(real: str) -> LMDBHome:
     """Open and register the read-only environment (or share one another thread opened)."""
     # As acquire does: the flock (which waits out a compaction) outside _homes_lock, the
     # environment opened and registered under it, once for every thread.
     fd = _lock_shared(real)
     with _homes_lock:
-        shared = _reading.get(real)
+        shared = _one_more(_reading, real)
         if shared is not None:
             os.close(fd)
-            _reading[real] = (shared[0], shared[1] + 1)
-            return shared[0]
+            return shared
         if real in _homes:
             os.close(fd)
             msg = f"ledger home {real!r} is open in this process to write; read it through that"
@@ -455,40 +465,23 @@ def _open_reading(real: str) -> LMDBHome:
             raise LedgerConfigError(msg) from e
         home = LMDBHome(real, env, sync=False, lock_fd=fd)
         _reading[real] = (home, 1)
-    try:
-        check_length(env, real)
-        from lessonledger.ledger.packs import refuse_pending  # it builds on the log
-
-        refuse_pending(home)
-    except BaseException:
-        _let_go_reading(real)
-        raise
-    return home
-
-
-def _let_go_reading(real: str) -> None:
-    with _homes_lock:
-        home, users = _reading[real]
-        if users > 1:
-            _reading[real] = (home, users - 1)
-            return
-        del _reading[real]
-        home.env.close()  # under the lock, as in _let_go_read_only
-        os.close(home.lock_fd)
+    return _readable(_reading, home)
 
 
 def read_here(path: str) -> LMDBHome | None:
     """The home at ``path`` if this process has it open through :func:`reading`."""
-    with _homes_lock:
-        shared = _reading.get(os.path.realpath(path))
-    return None if shared is None else shared[0]
+    return _shared_here(_reading, path)
 
 
 def read_only_here(path: str) -> LMDBHome | None:
     """The home at ``path`` if this process has it open through :func:`read_only`."""
+    return _shared_here(_read_only, path)
+
+
+def _shared_here(shared: _Shared, path: str) -> LMDBHome | None:
     with _homes_lock:
-        shared = _read_only.get(os.path.realpath(path))
-    return None if shared is None else shared[0]
+        found = shared.get(os.path.realpath(path))
+    return None if found is None else found[0]
 
 
 def opened_here(path: str) -> LMDBHome | None:
