@@ -139,14 +139,13 @@ def _refuse_cut_inside_a_transaction(log: EventLog, last: int, head: int) -> Non
     """
     if last >= head:
         return
-    at = [r.envelope.recorded_at for r in rows(log, last, last + 1)]
-    if len(at) < 2 or at[0] != at[1]:
-        return
-    end = last + 1
-    for row in rows(log, last + 2, head):
-        if row.envelope.recorded_at != at[0]:
+    at, end = 0, last
+    for row in rows(log, last, head):
+        if at and row.envelope.recorded_at != at:
             break
-        end = row.envelope.position
+        at, end = row.envelope.recorded_at, row.envelope.position
+    if end == last:
+        return
     msg = (f"--to {last} falls inside a transaction that wrote positions up to {end} "
            f"together (a command and what its policies decided); export --to {end}, or "
            "to a position before that transaction")

@@ -212,16 +212,10 @@ def _reply(frame: bytes, kind: type[Reply]) -> Reply:
 #: An ``Erased`` record's type as its envelope spells it: a chunk holding one is never
 #: packed (it may hold bytes that spell it elsewhere: that chunk goes in rows, as all do).
 _ERASED_TYPE = msgspec.msgpack.encode(ERASED)
+#: The types of grants and revocations, as spelled there: a pull that resumes a replica
+#: records what such an event makes due (bodies its key was not sent before), which a
+#: pack would skip, so a chunk holding one goes in rows then.
 _KEY_TYPES = [msgspec.msgpack.encode(tag) for tag in sorted(NAMES_A_KEY)]
-
-
-def _names_a_key(run: bytes) -> bool:
-    """Whether a run may hold a grant or a revocation (its type's bytes are in it).
-
-    A pull that resumes a replica records what such an event makes due (bodies its key
-    was not sent before), which a pack would skip: such a chunk goes in rows.
-    """
-    return any(tag in run for tag in _KEY_TYPES)
 #: How a canonical envelope's last field, the 32-byte commitment, begins (``bin 8``, 32).
 _COMMITMENT = b"\xc4\x20"
 _COMMITMENT_MARK = itemgetter(slice(-34, -32))
@@ -481,7 +475,8 @@ class _Puller:
         assert self.refs is not None
         envelopes = chunk.envelopes
         if self.packing and not (whole and _ERASED_TYPE not in run
-                                 and not (self.started_at and _names_a_key(run))
+                                 and not (self.started_at
+                                          and any(t in run for t in _KEY_TYPES))
                                  and not chunk.withheld and not chunk.erased
                                  and set(map(_COMMITMENT_MARK, envelopes)) == {_COMMITMENT}):
             # From here on in rows: what was packed is laid out first, behind it.
