@@ -112,10 +112,11 @@ def _files(home: LMDBHome, name: str) -> list[str]:
     Whatever else is there (``.partial`` files, anything put there by hand) is no pack.
     """
     try:
-        names = os.listdir(_directory(home, name))
+        with os.scandir(_directory(home, name)) as entries:
+            return sorted(e.name for e in entries if len(e.name) == _DIGITS
+                          and e.name.isdigit() and e.is_file(follow_symlinks=False))
     except FileNotFoundError:
         return []
-    return sorted(n for n in names if len(n) == _DIGITS and n.isdigit())
 
 
 def pending(home: LMDBHome, name: str = LOG_NAME) -> bool:

@@ -46,13 +46,14 @@ def test_what_is_no_pack_there_is_left_alone(tmp_path: Path) -> None:
     (packs / "notes.txt").write_text("junk\n")
     (packs / "sub").mkdir()
     (packs / "x.partial").mkdir()
+    (packs / f"{7:020d}").mkdir()  # a position's name, but no file
     for done in (_cli(home, "lessons", "list", "--project", P),
                  _cli(home, "publish", "-", stdin='{"command": "observe_outcome", '
                       f'"key": "o2", "project": "{P}", "passed": true}}\n')):
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
     assert sorted(p.name for p in packs.iterdir()) == [
-        "notes.txt", "sub", "x.partial"]
+        f"{7:020d}", "notes.txt", "sub", "x.partial"]
 
 
 def test_a_partial_file_goes_only_when_no_writer_holds_the_lock(tmp_path: Path) -> None:
