@@ -372,8 +372,9 @@ class Ledger(CommandVerbs, ReadSide):
         run again without it: what commits is always what a serial run would commit.
 
         With ``checked`` the caller has already run ``checked_command`` and the
-        credential screen on every command (a hub does, on its front thread, so they
-        stay off the one writer's path); they are not run again here. ``admit`` (see
+        credential screen on every command, and :func:`parse_submission`'s screens on
+        every submission (a hub does, on its front, so they stay off the one writer's
+        path); they are not run again here. ``admit`` (see
         :data:`Admit`) is given each one inside the transaction right before it is
         decided, in every run of the group; a :class:`LessonLedgerError` it raises
         refuses that one alone.
@@ -395,7 +396,7 @@ class Ledger(CommandVerbs, ReadSide):
             pending.append(index)
         while True:
             try:
-                self._each(items, pending, results, admit)
+                self._each(items, pending, results, admit, checked=checked)
             except _Undone as undone:
                 results[undone.index] = undone.error
                 pending.remove(undone.index)
@@ -434,21 +435,25 @@ class Ledger(CommandVerbs, ReadSide):
                             break
                         items.append(following)
                         results.append(None)
-                    results[index] = self._one(index, items[index], writing, admit)
+                    results[index] = self._one(index, items[index], writing, admit,
+                                               checked=True)
                     index += 1
         except _Undone:
             return items, self.execute_each(items, checked=True, admit=admit)
         return items, [cast_result(r) for r in results]
 
     def _each(self, items: Sequence[Item], pending: list[int],
-              results: list[Receipt | LessonLedgerError | None], admit: Admit | None) -> None:
+              results: list[Receipt | LessonLedgerError | None], admit: Admit | None,
+              *, checked: bool) -> None:
         with self._transaction() as writing:
             for index in pending:
-                results[index] = self._one(index, items[index], writing, admit)
+                results[index] = self._one(index, items[index], writing, admit,
+                                           checked=checked)
                 self._let_go_when_due()  # within the transaction too: a batch reads a lot
 
     def _one(self, index: int, item: Item, writing: Writing,
-             admit: Admit | None = None) -> Receipt | LessonLedgerError:
+             admit: Admit | None = None, *, checked: bool = False
+             ) -> Receipt | LessonLedgerError:
         """Decide one item of a group commit; a refusal that appended nothing is returned.
 
         Raises:
@@ -459,7 +464,7 @@ class Ledger(CommandVerbs, ReadSide):
             if admit is not None:
                 item = admit(index, item)
             if isinstance(item, Submission):
-                return self._submit(item, writing)
+                return self._submit(item, writing, screened=checked)
             parent = command_id(item.key, key_owner(item))
             return self._receipt(item, parent, writing) or self._decide(item, parent, writing)
         except LedgerStorageError:
@@ -469,18 +474,20 @@ class Ledger(CommandVerbs, ReadSide):
                 raise _Undone(index, e) from e
             return e
 
-    def _submit(self, submission: Submission, writing: Writing) -> Receipt:
+    def _submit(self, submission: Submission, writing: Writing, *,
+                screened: bool = False) -> Receipt:
         """Append one raw submission (idempotent by its event id) and fold it.
 
         An event a command or policy decides is held to its rules first
         (:func:`check_submitted`); a resubmission of one already written is not, as it
-        appends nothing.
+        appends nothing. ``screened``: it came through :func:`parse_submission`'s door
+        (a hub's front), whose screens are not run twice.
         """
         if writing.position_of(submission.event_id.bytes) is None:
-            # One built by hand has not been through parse_submission's door.
-            refuse_ledger_only(submission.event)
-            refuse_overlong(submission)
-            refuse_submitted_credentials(submission)
+            if not screened:  # one built by hand has not been through that door
+                refuse_ledger_only(submission.event)
+                refuse_overlong(submission)
+                refuse_submitted_credentials(submission)
             if isinstance(submission.event, CHECKED):
                 check_submitted(submission.event, self.runner)
         positions = writing.append([to_new_event(submission)])

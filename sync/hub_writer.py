@@ -42,6 +42,7 @@ from lessonledger.commands.skill_messages import SkillCommand
 from lessonledger.ledger.envelope import ROLE_ACTORS
 from lessonledger.ledger.errors import LessonLedgerError
 from lessonledger.ledger.ids import derived_id
+from lessonledger.ledger.secrets import warm_up
 from lessonledger.ledger.submission import Submission
 from lessonledger.projections.access import AccessView
 from lessonledger.projections.views import access_view
@@ -175,6 +176,9 @@ class Writer:
 
     def run(self) -> None:
         """Serve the front until it says stop (then report ``done``) or it is gone."""
+        # The writer screens what policies compose and what a push brings: the detector is
+        # built now, as the front's is, not on the first client's clock.
+        warm_up()
         self.ledger.catch_up()
         self.head = self.ledger.head()
         self._report(Report("ready", head=self.head, grants=self._fresh_grants(force=True)))
