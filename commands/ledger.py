@@ -260,19 +260,20 @@ class Ledger(CommandVerbs, ReadSide):
         self._erased_since_rebuild = False  # only now: a failure above is retried
 
     def _react(self, record: Record, log: EventLog | Writing,
-               append: Callable[[list[NewEvent]], object]) -> None:
+               append: Callable[[list[NewEvent]], object]) -> bool:
+        """Run the policies on ``record``; append what they decide. True if it appended."""
         kind = record.envelope.type
         if record.payload is None or (kind not in TRIGGERS and kind not in SKILL_TRIGGERS):
-            return
+            return False
         event = decode_event(record.payload)
         decided = react(self.view, event, record.envelope) if kind in TRIGGERS else []
         decided += react_skills(delta_view(self.runner), event, record.envelope)
         if not decided:
-            return
+            return False
         trigger, env = trigger_id(record.envelope), record.envelope
         ids = [derived_id(trigger, f"policy:{i}") for i in range(len(decided))]
         if log.position_of(ids[0].bytes) is not None:
-            return  # decided before: by the command's own transaction, or another reader
+            return False  # decided before: by the command's own transaction, another reader
         # A lesson's text joins fields that passed the screen one by one (a target
         # ``--password`` and an error ``hunter2xyz``) into what may be a credential: then
         # the command that set it off is refused. Folding another's append, nothing is
@@ -282,13 +283,14 @@ class Ledger(CommandVerbs, ReadSide):
         except CredentialError:
             if isinstance(log, Writing):
                 raise
-            return
+            return False
         append([
             new_event(event, stream=eid, version=0, event_id=eid, actor="policy",
                       principal=env.principal, session=env.session,
                       occurred_at=env.occurred_at)
             for eid, event in zip(ids, decided, strict=True)
         ])
+        return True
 
     def save_view(self) -> None:
         """Store every view with the position it reflects, each in one transaction."""

@@ -231,13 +231,14 @@ class Runner:
     # -- folding -------------------------------------------------------------------------
 
     def fold(self, log: Scannable, *, stop: int | None = None,
-             react: Callable[[Record], None] | None = None) -> int:
+             react: Callable[[Record], bool] | None = None) -> int:
         """Fold every view up to ``stop`` (the head when None); return the position reached.
 
         ``react`` is called after each record that the views had not all seen before, and
-        may append to the log: what it appends is folded (and reacted to) before this
-        returns. It is not called for records before an erasure folded in the same pass:
-        those were reacted to by the ledger that erased, with every body still there.
+        may append to the log, saying so (True): what it appends is folded (and reacted
+        to) before this returns. It is not called for records before an erasure folded
+        in the same pass: those were reacted to by the ledger that erased, with every
+        body still there.
         """
         for view in self.views.values():
             if _implements(view, Pinning):
@@ -252,27 +253,30 @@ class Runner:
                 view.unpin()  # type: ignore[attr-defined]
 
     def _fold(self, log: Scannable, stop: int | None,
-              react: Callable[[Record], None] | None) -> int:
+              react: Callable[[Record], bool] | None) -> int:
         while True:
-            start = self.position
-            ahead = max((v.position for v in self.views.values()), default=0)
+            positions = [v.position for v in self.views.values()]
+            start, ahead = min(positions, default=0), max(positions, default=0)
             # Nothing before an erasure in this pass is reacted to, so the write side
             # looks ahead for one. A command adds a few records: read once and kept. A
             # long catch-up scans twice rather than hold them all; a from-scratch fold
             # (no reactions) streams.
-            records: Iterable[Record] = log.scan(start + 1)
             settled = 0
-            if react is not None:
+            if react is None:
+                records: Iterable[Record] = log.scan(start + 1)
+            else:
                 kept = list(itertools.islice(_until(log.scan(start + 1), stop), _KEPT))
                 looked: Iterable[Record] = kept
                 if len(kept) < _KEPT:
                     records = kept
                 else:
+                    records = log.scan(start + 1)
                     looked = _until(log.scan(start + 1), stop)
                 settled = max((r.envelope.position for r in looked
                                if r.envelope.type == ERASED), default=0)
             plan = self._current_plan()
             last = start
+            appended = False
             for record in records:
                 envelope = record.envelope
                 position = envelope.position
@@ -286,10 +290,13 @@ class Runner:
                     plan.fold(record, position > ahead)
                 if react is not None and position > max(ahead, settled):
                     plan.settle(position)  # the policies read the views
-                    react(record)
+                    appended = react(record) or appended
                 last = position
             plan.settle(last)
-            if self.position == start or (stop is not None and self.position >= stop):
+            # A pass read every record there was when it began: another is needed only for
+            # what the reactions appended (a command's own fold made two passes for one).
+            if not appended or self.position == start or (
+                    stop is not None and self.position >= stop):
                 return self.position
 
     def _current_plan(self) -> _Plan:
