@@ -1070,6 +1070,10 @@ class LessonView(TypedFold[State]):
                 # not have, and keeps the trust it earned (DESIGN §4 Clocks).
                 self._fill(survivor)
                 survivor.longevity = "explicit"
+                if row.scope != "global":
+                    # Where the person said it: a demotion keeps it explicit only there
+                    # (a promotion's global lesson came from the loop's project first).
+                    survivor.origin = row.scope
                 self.changed.add(survivor.lesson_id)
                 if not self._full:
                     self._dirty_lessons.add(survivor.lesson_id)
