@@ -48,6 +48,7 @@ __all__ = [
     "checked_text",
     "command_from",
     "decode_command",
+    "decode_pushed",
     "refuse_blank",
 ]
 
@@ -221,6 +222,7 @@ AnyCommand = (
 )
 
 _json = msgspec.json.Decoder(AnyCommand)
+_msgpack = msgspec.msgpack.Decoder(AnyCommand)
 
 
 def decode_command(line: bytes | str) -> AnyCommand:
@@ -241,6 +243,21 @@ def decode_command(line: bytes | str) -> AnyCommand:
             raise e from None
         _refuse_surrogates("command", parsed)
         raise
+
+
+def decode_pushed(data: bytes) -> AnyCommand:
+    """Decode one command as a replica pushes it: msgpack, or a JSON line (older ones).
+
+    A JSON command is an object, so its first byte is ``{`` or a blank; msgpack's map
+    never starts with either.
+
+    Raises:
+        msgspec.ValidationError: naming the field (a DecodeError for malformed input).
+        InvalidCommandError: a JSON string holds a lone surrogate escape.
+    """
+    if data[:1] in (b"{", b" ", b"\t", b"\n", b"\r"):
+        return decode_command(data)
+    return _msgpack.decode(data)
 
 
 def _invalid(kind: str, e: msgspec.ValidationError) -> InvalidCommandError:

@@ -103,7 +103,7 @@ class FetchMany(_Message, frozen=True, tag="fetch_many"):
 
 
 class Push(_Message, frozen=True, tag="push"):
-    """Commands made on a replica while away, each as its JSON line."""
+    """Commands made on a replica while away, each msgpack-encoded (or a JSON line)."""
 
     replica: Name
     #: For each command, the replica's head when it was made.

@@ -41,7 +41,7 @@ from typing import NamedTuple
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.handlers import command_id
-from lessonledger.commands.messages import checked_command, decode_command
+from lessonledger.commands.messages import checked_command, decode_command, decode_pushed
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.compaction import compact
@@ -92,14 +92,13 @@ from lessonledger.sync.protocol import (
 )
 from lessonledger.sync.refill import DUE, refill
 from lessonledger.sync.state import (
-    Outboxed,
     ReplicaInfo,
     SyncState,
     drop_torn_marker,
     read_marker,
     write_marker,
 )
-from lessonledger.sync.wire import MAX_BATCH_COMMANDS
+from lessonledger.sync.wire import MAX_BATCH_COMMANDS, MAX_FRAME_BYTES
 
 __all__ = [
     "PullResult",
@@ -882,10 +881,20 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
         release(home)
     results: list[PushResult] = []
     if waiting:
-        for group in _push_groups([queued for _, queued in waiting]):
+        sending = [(queued.based_on, _as_sent(queued.command)) for _, queued in waiting]
+        for group in _push_groups(sending):
+            if len(group) == 1 and len(group[0][1]) > PUSH_AT_MOST:
+                # Alone it is still over what one frame carries: refused here, and it
+                # leaves the outbox with the rest, rather than keep every later push
+                # refused whole by the hub.
+                results.append(PushResult(_key_of(group[0][1]), refused=(
+                    f"this command is {len(group[0][1]):,} bytes, over the {PUSH_AT_MOST:,} "
+                    "a push carries; send it to the hub directly (`publish --to`), "
+                    "shorter")))
+                continue
             pushed = _reply(exchange.call(encode(Push(
-                info.name, [queued.based_on for queued in group],
-                [queued.command for queued in group]))), Pushed)
+                info.name, [based_on for based_on, _ in group],
+                [command for _, command in group]))), Pushed)
             assert isinstance(pushed, Pushed)
             results.extend(pushed.results)
         home = acquire(os.fspath(directory), sync=sync)
@@ -900,21 +909,45 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
 
 #: Bytes of commands one push frame carries at most: the hub's frames stop near 1 MiB.
 PUSH_BUDGET = 512 << 10
+#: The largest command a push sends (alone in its frame): what fits the hub's frames.
+PUSH_AT_MOST = MAX_FRAME_BYTES - (64 << 10)
 
 
-def _push_groups(waiting: list[Outboxed]) -> list[list[Outboxed]]:
+def _as_sent(line: bytes) -> bytes:
+    r"""A queued command (a JSON line) as a push sends it: msgpack.
+
+    JSON spells a control character in six bytes (``\u001b``), msgpack in one: a
+    command the hub takes directly (a terminal's coloured errors) could be twice that as
+    a JSON line, and over the frame. A line that no longer decodes goes as it is, for
+    the hub to refuse (and the outbox to drop).
+    """
+    try:
+        return msgspec.msgpack.encode(decode_command(line))
+    except (msgspec.DecodeError, msgspec.ValidationError, CommandError):
+        return line
+
+
+def _key_of(command: bytes) -> str:
+    try:
+        return decode_pushed(command).key
+    except (msgspec.DecodeError, msgspec.ValidationError, CommandError):
+        return ""
+
+
+def _push_groups(waiting: list[tuple[int, bytes]]) -> list[list[tuple[int, bytes]]]:
     """The outbox in order, split so each push frame stays under :data:`PUSH_BUDGET`.
 
     And under :data:`~lessonledger.sync.wire.MAX_BATCH_COMMANDS` commands: a push holds
-    the hub's single writer while it is decided, so the hub takes no more in one.
+    the hub's single writer while it is decided, so the hub takes no more in one. Each
+    item is a command's based-on position and the command as sent.
     """
-    groups: list[list[Outboxed]] = [[]]
+    groups: list[list[tuple[int, bytes]]] = [[]]
     size = 0
     for queued in waiting:
-        if groups[-1] and (size + len(queued.command) > PUSH_BUDGET
+        if groups[-1] and (size + len(queued[1]) > PUSH_BUDGET
                            or len(groups[-1]) >= MAX_BATCH_COMMANDS):
             groups.append([])
             size = 0
         groups[-1].append(queued)
-        size += len(queued.command)
+        size += len(queued[1])
     return groups

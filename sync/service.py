@@ -28,7 +28,7 @@ from uuid import UUID
 import msgspec
 from lessonledger.commands.errors import CommandError
 from lessonledger.commands.ledger import Ledger
-from lessonledger.commands.messages import AnyCommand, decode_command
+from lessonledger.commands.messages import AnyCommand, decode_pushed
 from lessonledger.commands.receipts import Receipt
 from lessonledger.ledger.envelope import ROLE_ACTORS, SALT_BYTES, Envelope, decode_envelope
 from lessonledger.ledger.errors import LessonLedgerError
@@ -318,7 +318,7 @@ class SyncService:
                       if row.position > based_on} | {
                 (what, subject) for what, subject, at in later_erasures if at > based_on}
             try:
-                command = decode_command(line)
+                command = decode_pushed(line)
             except (msgspec.DecodeError, msgspec.ValidationError, CommandError) as e:
                 results.append(PushResult("", refused=f"not a command: {e}"))
                 continue
@@ -399,7 +399,18 @@ class SyncService:
 
 
 def _as_key(request: Request, grant: Grant) -> Request:
-    """The request with the replica named by its key's name, not by what it says."""
-    if isinstance(request, Hello | Push | Ack):
+    """The request with the replica named by its key's name, not by what it says.
+
+    An acknowledgement names the replica within its key: one key may clone several
+    (a laptop and its backup), and each must acknowledge an erasure for itself, or the
+    first would answer for a copy that still holds what was erased. A key can only ever
+    acknowledge under its own name.
+    """
+    if isinstance(request, Ack):
+        own = request.replica.strip()
+        named = grant.key_name if own in ("", grant.key_name) else (
+            f"{grant.key_name} ({own})")
+        return msgspec.structs.replace(request, replica=named[:200])
+    if isinstance(request, Hello | Push):
         return msgspec.structs.replace(request, replica=grant.key_name)
     return request
