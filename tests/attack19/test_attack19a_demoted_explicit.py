@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from uuid import UUID
 
 from _attack19a_agent import P1, P2, P3, Agent, day, ok
-from lessonledger.commands import open_ledger
+from lessonledger.commands import Ledger, open_ledger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "commands"))
 from test_properties import fold
 
 
-def _state(led, project):
+def _state(led: Ledger, project: str) -> list[tuple[str, str, str, str]]:
     return [(r.scope[:4], r.source, r.longevity, r.text)
             for r in led.lessons(project, record=False)]
 
 
-def _setup(led):
+def _setup(led: Ledger) -> tuple[Agent, UUID]:
     agent = Agent(led)
     glob = agent.learn(P1, "s1", when=day(0))
     agent.learn(P2, "s2", when=day(0))
