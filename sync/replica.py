@@ -41,7 +41,7 @@ from typing import NamedTuple
 import msgspec
 from lessonledger.commands.errors import BatchRefusedError, CommandError, InvalidCommandError
 from lessonledger.commands.handlers import command_id
-from lessonledger.commands.messages import checked_command, decode_command, decode_pushed
+from lessonledger.commands.messages import checked_command, decode_command
 from lessonledger.commands.recall import Recaller
 from lessonledger.commands.refusals import refuse_credentials, refuse_query
 from lessonledger.ledger.compaction import compact
@@ -92,6 +92,7 @@ from lessonledger.sync.protocol import (
 )
 from lessonledger.sync.refill import DUE, refill
 from lessonledger.sync.state import (
+    Outboxed,
     ReplicaInfo,
     SyncState,
     drop_torn_marker,
@@ -881,20 +882,19 @@ def push(directory: str | os.PathLike[str], exchange: Exchange, *,
         release(home)
     results: list[PushResult] = []
     if waiting:
-        sending = [(queued.based_on, _as_sent(queued.command)) for _, queued in waiting]
-        for group in _push_groups(sending):
-            if len(group) == 1 and len(group[0][1]) > PUSH_AT_MOST:
+        for group in _push_groups([_as_sent(queued) for _, queued in waiting]):
+            if len(group) == 1 and len(group[0].command) > PUSH_AT_MOST:
                 # Alone it is still over what one frame carries: refused here, and it
                 # leaves the outbox with the rest, rather than keep every later push
                 # refused whole by the hub.
-                results.append(PushResult(_key_of(group[0][1]), refused=(
-                    f"this command is {len(group[0][1]):,} bytes, over the {PUSH_AT_MOST:,} "
-                    "a push carries; send it to the hub directly (`publish --to`), "
-                    "shorter")))
+                results.append(PushResult(group[0].key, refused=(
+                    f"this command is {len(group[0].command):,} bytes, over the "
+                    f"{PUSH_AT_MOST:,} a push carries; send it to the hub directly "
+                    "(`publish --to`), shorter")))
                 continue
             pushed = _reply(exchange.call(encode(Push(
-                info.name, [based_on for based_on, _ in group],
-                [command for _, command in group]))), Pushed)
+                info.name, [sent.based_on for sent in group],
+                [sent.command for sent in group]))), Pushed)
             assert isinstance(pushed, Pushed)
             results.extend(pushed.results)
         home = acquire(os.fspath(directory), sync=sync)
@@ -913,7 +913,15 @@ PUSH_BUDGET = 512 << 10
 PUSH_AT_MOST = MAX_FRAME_BYTES - (64 << 10)
 
 
-def _as_sent(line: bytes) -> bytes:
+class _Sent(NamedTuple):
+    """A queued command as a push sends it, with its key and based-on position."""
+
+    based_on: int
+    key: str
+    command: bytes
+
+
+def _as_sent(queued: Outboxed) -> _Sent:
     r"""A queued command (a JSON line) as a push sends it: msgpack.
 
     JSON spells a control character in six bytes (``\u001b``), msgpack in one: a
@@ -922,32 +930,25 @@ def _as_sent(line: bytes) -> bytes:
     the hub to refuse (and the outbox to drop).
     """
     try:
-        return msgspec.msgpack.encode(decode_command(line))
+        command = decode_command(queued.command)
     except (msgspec.DecodeError, msgspec.ValidationError, CommandError):
-        return line
+        return _Sent(queued.based_on, "", queued.command)
+    return _Sent(queued.based_on, command.key, msgspec.msgpack.encode(command))
 
 
-def _key_of(command: bytes) -> str:
-    try:
-        return decode_pushed(command).key
-    except (msgspec.DecodeError, msgspec.ValidationError, CommandError):
-        return ""
-
-
-def _push_groups(waiting: list[tuple[int, bytes]]) -> list[list[tuple[int, bytes]]]:
+def _push_groups(waiting: list[_Sent]) -> list[list[_Sent]]:
     """The outbox in order, split so each push frame stays under :data:`PUSH_BUDGET`.
 
     And under :data:`~lessonledger.sync.wire.MAX_BATCH_COMMANDS` commands: a push holds
-    the hub's single writer while it is decided, so the hub takes no more in one. Each
-    item is a command's based-on position and the command as sent.
+    the hub's single writer while it is decided, so the hub takes no more in one.
     """
-    groups: list[list[tuple[int, bytes]]] = [[]]
+    groups: list[list[_Sent]] = [[]]
     size = 0
-    for queued in waiting:
-        if groups[-1] and (size + len(queued[1]) > PUSH_BUDGET
+    for sent in waiting:
+        if groups[-1] and (size + len(sent.command) > PUSH_BUDGET
                            or len(groups[-1]) >= MAX_BATCH_COMMANDS):
             groups.append([])
             size = 0
-        groups[-1].append(queued)
-        size += len(queued[1])
+        groups[-1].append(sent)
+        size += len(sent.command)
     return groups

@@ -20,29 +20,19 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import _attack18f_paths  # noqa: F401
 import pytest
-from hubtools import HubProcess, Keys, curve_hub
+from hubtools import HubProcess, Keys, curve_hub, run_ok
 from lessonledger.commands import Ledger, Operation
 from lessonledger.commands.access import GrantAccess
 from lessonledger.sync.keys import load_public
 from sync_workload import token
 
 P, Q = "3f9a0c1b2d4e5f60", "0123456789abcdef"
-CLI = [sys.executable, "-m", "lessonledger.ops"]
-
-
-def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def _prepare(ledger: Ledger) -> None:
@@ -77,14 +67,14 @@ def partial_hub(tmp_path: Path) -> Iterator[Hub]:
 
 def _clone(hub: Hub, into: Path, *more: str) -> dict[str, Any]:
     server, keys, env = hub
-    done: dict[str, Any] = json.loads(run(
+    done: dict[str, Any] = json.loads(run_ok(
         "clone", server.endpoint, str(into), "--key", str(keys.secret("reader")),
         "--hub-key", str(keys.public("hub")), "--json", *more, env=env).stdout)
     return done
 
 
 def _q_lessons(home: Path, env: dict[str, str]) -> list[str]:
-    shown = run("--home", str(home), "lessons", "list", "--project", Q, "--json",
+    shown = run_ok("--home", str(home), "lessons", "list", "--project", Q, "--json",
                 env=env).stdout
     return sorted(json.loads(line)["text"] for line in shown.splitlines())
 
@@ -103,13 +93,13 @@ def test_a_grant_pulled_by_a_clone_rerun_brings_the_withheld_bodies(
     _clone(partial_hub, replica, "--fold", fold)  # run again: what is new
     if fold == "background":
         # (the chunk holding the grant goes in rows: it makes the withheld bodies due)
-        run("--home", str(replica), "fold", env=env)
-    run("--home", str(replica), "pull", "--json", env=env)  # and a pull after, for good
+        run_ok("--home", str(replica), "fold", env=env)
+    run_ok("--home", str(replica), "pull", "--json", env=env)  # and a pull after, for good
     fresh = tmp_path / "fresh"
     _clone(partial_hub, fresh)
     wanted = _q_lessons(fresh, env)
     assert wanted, "the control: a fresh clone by the granted key shows Q's lessons"
     assert _q_lessons(replica, env) == wanted
-    verified = json.loads(run("--home", str(replica), "verify", "--json", env=env).stdout)
-    control = json.loads(run("--home", str(fresh), "verify", "--json", env=env).stdout)
+    verified = json.loads(run_ok("--home", str(replica), "verify", "--json", env=env).stdout)
+    control = json.loads(run_ok("--home", str(fresh), "verify", "--json", env=env).stdout)
     assert verified["withheld"] == control["withheld"]

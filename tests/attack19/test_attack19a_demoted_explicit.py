@@ -8,14 +8,12 @@ in the project it came from."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from uuid import UUID
 
-from _attack19a_agent import P1, P2, P3, Agent, day, ok
+import _attack19_paths  # noqa: F401
+from lesson_agent import P1, P2, P3, Agent, day, ok
 from lessonledger.commands import Ledger, open_ledger
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "commands"))
 from test_properties import fold
 
 

@@ -21,7 +21,7 @@ import json
 import subprocess
 from pathlib import Path
 
-import _attack19b_paths  # noqa: F401
+import _attack19_paths  # noqa: F401
 from hubtools import hub, lessonledger
 from lessonledger.commands import open_ledger
 from lessonledger.commands.messages import decode_command
@@ -74,3 +74,27 @@ def test_a_valid_large_queued_command_does_not_wedge_the_outbox(tmp_path: Path) 
     assert any(b"AFTER" in t for t in tasks), (sorted(tasks), again.stderr.decode())
     assert pushed.returncode in (0, 1), pushed.stderr.decode()
     assert again.returncode in (0, 1), again.stderr.decode()
+
+
+def test_a_command_over_any_frame_is_refused_by_the_replica_and_the_rest_pushed(
+        tmp_path: Path) -> None:
+    # 500 errors of 1,024 four-byte characters: within every bound a field counts in
+    # characters, but 2 MB however encoded, over what one frame carries.
+    ops = [{"op": f"pytest:run{i}", "target": "tests", "ok": False,
+            "error": "\U0001f600" * 1024, "order": i} for i in range(500)]
+    huge = _outcome("huge", "HUGE-TASK", operations=ops)
+    home, replica = tmp_path / "hub", tmp_path / "replica"
+    with hub(home, tmp_path / "hub.log", "--query-workers", "1") as server:
+        assert _cli("clone", server.endpoint, str(replica)).returncode == 0
+        queued = _cli("--home", str(replica), "publish", "-",
+                      stdin=huge + _outcome("after", "AFTER-TASK"))
+        assert queued.returncode == 0, queued.stderr
+        pushed = _cli("--home", str(replica), "push", "--json")
+        again = _cli("--home", str(replica), "push", "--json")
+    assert pushed.returncode == 1, pushed.stderr.decode()  # one refused, said why
+    assert b"a push carries" in pushed.stdout + pushed.stderr
+    assert again.returncode == 0, again.stderr.decode()  # the outbox is empty now
+    with open_ledger(home, sync=False) as ledger:
+        payloads = [r.payload or b"" for r in ledger.log.scan()]
+    assert any(b"AFTER-TASK" in p for p in payloads)
+    assert not any(b"HUGE-TASK" in p for p in payloads)

@@ -18,27 +18,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import _attack19b_paths  # noqa: F401
+import _attack19_paths  # noqa: F401
 import pytest
-from hubtools import HubProcess, Keys, curve_hub
+from hubtools import HubProcess, Keys, curve_hub, run_ok
 from lessonledger.commands import Ledger
 
 P = "3f9a0c1b2d4e5f60"
-CLI = [sys.executable, "-m", "lessonledger.ops"]
 SECRET = b"SESSION-CONTENT-TO-ERASE-5f1c9a2e7b"
-
-
-def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def _prepare(ledger: Ledger) -> None:
@@ -68,21 +58,21 @@ def test_erasures_tell_two_replicas_of_one_key_apart(keyed_hub: Any, tmp_path: P
     server, keys, env = keyed_hub
     replicas = [tmp_path / "laptop", tmp_path / "backup"]
     for replica in replicas:
-        run("clone", server.endpoint, str(replica), "--key", str(keys.secret("laptop")),
+        run_ok("clone", server.endpoint, str(replica), "--key", str(keys.secret("laptop")),
             "--hub-key", str(keys.public("hub")), "--json", env=env)
         assert _holds(replica)  # the control
     with keys.client(server, "admin") as admin:
         admin.erase(key="erase-s", what="session", subject="s-erase", reason="t")
-    run("--home", str(replicas[0]), "pull", "--json", env=env)
+    run_ok("--home", str(replicas[0]), "pull", "--json", env=env)
     assert not _holds(replicas[0])
     assert _holds(replicas[1])  # the backup has not pulled: it holds the session still
     home = server.home
-    listed = [json.loads(line) for line in run(
+    listed = [json.loads(line) for line in run_ok(
         "--home", str(home), "erasures", "--json", env=env).stdout.splitlines()]
     one = listed[-1]["acked_by"]
-    run("--home", str(replicas[1]), "pull", "--json", env=env)
+    run_ok("--home", str(replicas[1]), "pull", "--json", env=env)
     assert not _holds(replicas[1])
-    listed = [json.loads(line) for line in run(
+    listed = [json.loads(line) for line in run_ok(
         "--home", str(home), "erasures", "--json", env=env).stdout.splitlines()]
     both = listed[-1]["acked_by"]
     # Which replicas acknowledged: one of two before the backup pulled, both after.

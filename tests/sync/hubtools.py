@@ -41,6 +41,14 @@ def lessonledger() -> str:
     return str(Path(sys.executable).with_name("lessonledger"))
 
 
+def run_ok(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the CLI (``python -m lessonledger.ops``) with ``env``; assert it succeeded."""
+    done = subprocess.run([sys.executable, "-m", "lessonledger.ops", *args],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def free_ports(n: int = 2) -> list[int]:
     """Ports free on 127.0.0.1 now (held open together so they differ)."""
     socks = [socket.socket() for _ in range(n)]

@@ -20,7 +20,7 @@ import pytest
 from hubtools import HubProcess, hub, lessonledger, outcome
 from lessonledger.sync import RemoteLedger
 from lessonledger.sync.protocol import Push, Pushed, Refused, decode_reply, encode
-from lessonledger.sync.replica import _push_groups
+from lessonledger.sync.replica import _push_groups, _Sent
 from lessonledger.sync.transport import ZmqExchange
 from lessonledger.sync.wire import MAX_BATCH_COMMANDS, BatchTooLargeError
 
@@ -185,6 +185,6 @@ def test_a_push_over_the_limit_is_refused_and_one_at_it_is_decided_in_order(
 
 
 def test_a_replica_pushes_its_outbox_in_frames_of_at_most_the_limit() -> None:
-    waiting = [(1, b"{}") for _ in range(2 * MAX_BATCH_COMMANDS + 1)]
+    waiting = [_Sent(1, "", b"{}") for _ in range(2 * MAX_BATCH_COMMANDS + 1)]
     assert [len(group) for group in _push_groups(waiting)] == [
         MAX_BATCH_COMMANDS, MAX_BATCH_COMMANDS, 1]
